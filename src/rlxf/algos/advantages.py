@@ -1,0 +1,167 @@
+"""Advantage estimators: per-token rewards [B, R] -> (advantages, returns), both [B, R].
+
+Every estimator is registered in ``ADVANTAGE_ESTIMATORS`` under its config name and has the signature
+``(cfg, token_rewards, mask, group_ids, values, baseline_rewards)``. Advantages and returns are 0
+outside ``mask``. ``token_rewards`` holds the sequence score on the row's last loss token (see
+:func:`token_rewards_from_scores`) plus any per-token KL penalty (``kl_in_reward``).
+
+Outcome estimators (``grpo``, ``rloo``, ``remax`` baseline) use the row's score = sum of its
+token rewards over the mask. ``cfg.norm_adv_by_std`` divides by the std of the estimator's
+normalisation set: the group (``grpo``) or the whole batch's loss tokens (``gae``,
+``reinforce_pp``, ``reinforce_pp_baseline``). Stds are unbiased; ``cfg.adv_eps`` is added to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from rlxf.algos.groups import group_stats
+from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_sum, masked_whiten
+from rlxf.registry import Registry
+
+if TYPE_CHECKING:
+    from rlxf.algos.config import AlgorithmConfig
+
+Estimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
+ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
+
+
+def token_rewards_from_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B, R] zeros with ``scores[i]`` on the last position of row ``i`` where ``mask`` is 1.
+
+    Rows without any loss token get no reward.
+    """
+    rewards = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    last = last_token_index(mask)
+    rows = torch.nonzero(last >= 0).squeeze(1)
+    rewards[rows, last[rows]] = scores.to(rewards.dtype)[rows]
+    return rewards
+
+
+def sequence_scores(token_rewards: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B] each row's total reward over its loss tokens."""
+    return masked_sum(token_rewards, mask, dim=1)
+
+
+def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """[B, R] ``G_t = r_t + gamma * G_next`` where "next" is the next LOSS token of the row.
+
+    Positions outside the mask (environment tokens of a multi-turn transcript, padding) are skipped:
+    they neither receive a return nor break the discounting chain.
+    """
+    returns = torch.zeros_like(token_rewards, dtype=torch.float32)
+    running = torch.zeros(token_rewards.shape[0], dtype=torch.float32, device=token_rewards.device)
+    keep = mask.bool()
+    for t in reversed(range(token_rewards.shape[1])):
+        running = torch.where(keep[:, t], token_rewards[:, t] + gamma * running, running)
+        returns[:, t] = running
+    return masked_fill_zero(returns, mask)
+
+
+def compute_advantages(
+    cfg: AlgorithmConfig,
+    token_rewards: torch.Tensor,
+    mask: torch.Tensor,
+    group_ids: torch.Tensor,
+    values: torch.Tensor | None = None,
+    baseline_rewards: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns) [B, R] from the estimator named ``cfg.advantage_estimator``."""
+    estimator = ADVANTAGE_ESTIMATORS.get(cfg.advantage_estimator)
+    with torch.no_grad():
+        return estimator(cfg, token_rewards.float(), mask, group_ids, values, baseline_rewards)
+
+
+def _broadcast(per_row: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[B] -> [B, R]: the row's value on each of its loss tokens, 0 elsewhere."""
+    return masked_fill_zero(per_row.float().unsqueeze(1).expand(mask.shape), mask)
+
+
+@ADVANTAGE_ESTIMATORS.register("gae")
+def gae_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """Generalised Advantage Estimation (Schulman et al. 2016), over loss tokens only.
+
+    ``delta_t = r_t + gamma * V_next - V_t``; ``A_t = delta_t + gamma * lam * A_next`` where "next" is
+    the row's next loss token (V_next = 0 after the last). Returns = A + V (before whitening);
+    advantages are then whitened over the batch's loss tokens (std division iff ``norm_adv_by_std``).
+    """
+    if values is None:
+        raise ValueError("advantage estimator 'gae' needs critic values (set use_critic and pass values)")
+    values = values.float()
+    keep = mask.bool()
+    advantages = torch.zeros_like(token_rewards)
+    next_value = torch.zeros(token_rewards.shape[0], device=token_rewards.device)
+    next_advantage = torch.zeros_like(next_value)
+    for t in reversed(range(token_rewards.shape[1])):
+        delta = token_rewards[:, t] + cfg.gamma * next_value - values[:, t]
+        advantage = delta + cfg.gamma * cfg.lam * next_advantage
+        next_advantage = torch.where(keep[:, t], advantage, next_advantage)
+        next_value = torch.where(keep[:, t], values[:, t], next_value)
+        advantages[:, t] = next_advantage
+    returns = masked_fill_zero(advantages + values, mask)
+    return masked_whiten(advantages, mask, cfg.adv_eps, cfg.norm_adv_by_std), returns
+
+
+@ADVANTAGE_ESTIMATORS.register("grpo")
+def group_relative_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """GRPO (Shao et al. 2024): ``(score - group mean) / (group std + eps)`` on every loss token.
+
+    Without std (``norm_adv_by_std=False``) this is Dr. GRPO (Liu et al. 2025). A group of one row
+    has no baseline: its advantage is 0. Returns equal the advantages.
+    """
+    scores = sequence_scores(token_rewards, mask)
+    _, mean, std, _ = group_stats(scores, group_ids)
+    advantage = scores - mean
+    if cfg.norm_adv_by_std:
+        advantage = advantage / (std + cfg.adv_eps)
+    advantages = _broadcast(advantage, mask)
+    return advantages, advantages
+
+
+@ADVANTAGE_ESTIMATORS.register("rloo")
+def leave_one_out_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """RLOO (Ahmadian et al. 2024): ``score_i - mean of the OTHER rows of the group``.
+
+    Equals ``n / (n - 1) * (score_i - group mean)``. A group of one row gets 0. No std division.
+    """
+    scores = sequence_scores(token_rewards, mask)
+    group_sum, _, _, size = group_stats(scores, group_ids)
+    others = (size - 1).clamp(min=1)
+    advantage = torch.where(size > 1, scores - (group_sum - scores) / others, torch.zeros_like(scores))
+    advantages = _broadcast(advantage, mask)
+    return advantages, advantages
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_pp")
+def reinforce_pp_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """REINFORCE++ (Hu 2025): discounted returns, whitened over the whole batch's loss tokens.
+
+    No group baseline. Returns are the un-whitened discounted returns.
+    """
+    returns = discounted_returns(token_rewards, mask, cfg.gamma)
+    return masked_whiten(returns, mask, cfg.adv_eps, cfg.norm_adv_by_std), returns
+
+
+@ADVANTAGE_ESTIMATORS.register("reinforce_pp_baseline")
+def reinforce_pp_baseline_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """REINFORCE++-baseline: subtract each group's mean score on the row's last loss token, then
+    proceed as ``reinforce_pp`` (discounted returns, batch whitening)."""
+    scores = sequence_scores(token_rewards, mask)
+    _, mean, _, _ = group_stats(scores, group_ids)
+    centred = token_rewards - token_rewards_from_scores(mean, mask)
+    return reinforce_pp_advantages(cfg, centred, mask, group_ids, values, baseline_rewards)
+
+
+@ADVANTAGE_ESTIMATORS.register("remax")
+def remax_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
+    """ReMax (Li et al. 2024): discounted return minus the score of the greedy response to the prompt.
+
+    ``baseline_rewards`` [B] holds, per row, the reward of the greedy (argmax) response to its prompt.
+    """
+    if baseline_rewards is None:
+        raise ValueError("advantage estimator 'remax' needs baseline_rewards (the greedy response's reward)")
+    returns = discounted_returns(token_rewards, mask, cfg.gamma)
+    return returns - _broadcast(baseline_rewards, mask), returns

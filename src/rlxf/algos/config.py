@@ -1,0 +1,121 @@
+"""``AlgorithmConfig``: which estimator, loss, aggregation and KL, and their knobs.
+
+``name`` picks a preset (``PRESETS``); every field not given is filled from it, so
+``AlgorithmConfig(name="ppo")`` is a full PPO setup and ``AlgorithmConfig(name="ppo", clip_high=0.28)``
+changes one knob. A field given as None also takes the preset's value, except the fields where None
+is a setting of its own (``dual_clip``, ``value_clip``, ``kl_target``: None means "off").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rlxf.algos.advantages import ADVANTAGE_ESTIMATORS
+from rlxf.algos.aggregation import LOSS_AGGREGATIONS
+from rlxf.algos.kl import KL_ESTIMATORS
+from rlxf.algos.policy_losses import POLICY_LOSSES
+from rlxf.algos.presets import PRESET_SOURCES, PRESETS
+
+_NULLABLE = frozenset({"dual_clip", "value_clip", "kl_target"})
+
+# Fields default to None = "take the preset's value"; the validator below fills them.
+
+
+class AlgorithmConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("grpo", description="preset to start from; see describe_presets()")
+
+    advantage_estimator: str = Field(None, description="ADVANTAGE_ESTIMATORS name")
+    policy_loss: str = Field(None, description="POLICY_LOSSES name")
+    loss_aggregation: str = Field(None, description="LOSS_AGGREGATIONS name")
+    kl_estimator: str = Field(None, description="KL_ESTIMATORS name: k1, k2, k3")
+
+    clip_low: float = Field(None, ge=0, le=1, description="ratio lower bound is 1 - clip_low")
+    clip_high: float = Field(None, ge=0, description="ratio upper bound is 1 + clip_high")
+    dual_clip: float | None = Field(None, gt=1, description="cap -A*dual_clip on the loss when A < 0; None: off")
+
+    gamma: float = Field(None, ge=0, le=1, description="discount over response tokens")
+    lam: float = Field(None, ge=0, le=1, description="GAE lambda")
+    norm_adv_by_std: bool = Field(None, description="divide advantages by the group (grpo) or batch std")
+    adv_eps: float = Field(None, gt=0, description="added to the std before dividing")
+
+    kl_coef: float = Field(None, ge=0, description="KL coefficient; 0 skips the reference model entirely")
+    kl_in_reward: bool = Field(None, description="True: per-token penalty in the reward; False: term in the loss")
+    kl_target: float | None = Field(None, gt=0, description="adaptive KL target (sequence KL); None: fixed coef")
+    kl_horizon: int = Field(None, gt=0, description="adaptive KL horizon, in samples")
+
+    entropy_coef: float = Field(None, description="entropy bonus coefficient (subtracted from the loss)")
+
+    use_critic: bool = Field(None, description="train a value model (needed by gae)")
+    value_clip: float | None = Field(None, gt=0, description="value clipping range; None: unclipped")
+    value_coef: float = Field(None, ge=0, description="value-loss weight if the critic shares the optimizer")
+
+    ppo_epochs: int = Field(None, ge=1, description="passes over each rollout batch")
+
+    tis_level: Literal["none", "token", "sequence"] = Field(None, description="truncated IS vs rollout log-probs")
+    tis_cap: float = Field(None, gt=0, description="truncated IS weight cap")
+
+    dynamic_sampling: bool = Field(None, description="DAPO: drop groups whose rewards are all equal, resample")
+    max_sampling_rounds: int = Field(None, ge=1, description="DAPO: rollout rounds allowed to fill a batch")
+    overlong_buffer_len: int = Field(None, ge=0, description="DAPO soft overlong buffer in tokens; 0: off")
+    overlong_penalty: float = Field(None, ge=0, description="DAPO: penalty at the length limit")
+    filter_overlong: bool = Field(None, description="zero the loss mask of truncated responses")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        name = data.get("name") or "grpo"
+        if name not in PRESETS:
+            raise ValueError(f"unknown algorithm preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+        filled = {"name": name}
+        for key, preset_value in PRESETS[name].items():
+            if key not in data or (data[key] is None and key not in _NULLABLE):
+                filled[key] = preset_value
+            else:
+                filled[key] = data[key]
+        unknown = {k: v for k, v in data.items() if k not in filled}
+        return {**filled, **unknown}  # unknown keys are rejected by extra="forbid"
+
+    @model_validator(mode="after")
+    def _check_names(self) -> AlgorithmConfig:
+        for field_name, registry in (
+            ("advantage_estimator", ADVANTAGE_ESTIMATORS),
+            ("policy_loss", POLICY_LOSSES),
+            ("loss_aggregation", LOSS_AGGREGATIONS),
+            ("kl_estimator", KL_ESTIMATORS),
+        ):
+            value = getattr(self, field_name)
+            if value not in registry:
+                raise ValueError(f"{field_name}: unknown {registry.kind} {value!r}; known: {', '.join(registry.names())}")
+        if self.advantage_estimator == "gae" and not self.use_critic:
+            raise ValueError("advantage_estimator 'gae' needs a critic: set use_critic=True")
+        if self.kl_target is not None and self.kl_coef <= 0:
+            raise ValueError("kl_target (adaptive KL) needs kl_coef > 0 as its starting value")
+        return self
+
+    @property
+    def uses_reference(self) -> bool:
+        """Whether a reference model is needed at all (``kl_coef > 0``)."""
+        return self.kl_coef > 0
+
+
+def describe_presets() -> str:
+    """A plain-text table of the presets (printed by ``rlxf algorithms``)."""
+    header = ("preset", "advantage", "policy loss", "aggregation", "clip (low/high)", "KL (when kl_coef>0)", "critic", "source")
+    rows = [header]
+    for name, p in PRESETS.items():
+        kl = f"{p['kl_estimator']} in {'reward' if p['kl_in_reward'] else 'loss'}"
+        advantage = p["advantage_estimator"] + ("" if p["norm_adv_by_std"] else " (no std)")
+        rows.append(
+            (name, advantage, p["policy_loss"], p["loss_aggregation"], f"{p['clip_low']:g}/{p['clip_high']:g}",
+             kl, "yes" if p["use_critic"] else "no", PRESET_SOURCES[name])
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -1,0 +1,190 @@
+"""The typed config tree, loaded from a YAML recipe plus dotted ``key=value`` overrides.
+
+Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key.
+Batch sizes are counted in *trajectories* (one prompt + one response) unless the name says prompts:
+
+* ``train.prompts_per_step``  prompts drawn per RL step; each gets ``rollout.n_samples`` responses,
+  so a step holds ``prompts_per_step * n_samples`` trajectories (the rollout batch);
+* ``train.mini_batch_size``   trajectories per optimizer step (the rollout batch is split into
+  ``rollout batch / mini_batch_size`` optimizer steps per PPO epoch);
+* ``train.micro_batch_size``  trajectories per forward/backward pass (gradient accumulation inside a
+  mini-batch; it changes memory use and speed, never the result — see docs/algorithms.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from rlxf.algos import AlgorithmConfig
+
+DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(Section):
+    path: str = "tiny:default"  # a local folder / HF cache name, or tiny:NAME for the built-in tiny model
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "auto"  # auto = cuda when available, else cpu
+    critic_path: str | None = None  # PPO critic initialisation; defaults to the policy's path
+
+
+class DataConfig(Section):
+    task: str = "arithmetic"  # a registered task name, or "file"
+    path: str | None = None  # JSONL / Parquet with `prompt` or `messages` (task: file)
+    eval_path: str | None = None
+    eval_size: int = Field(200, ge=1)
+    chat_template: bool = False  # render `prompt` strings through the tokenizer's chat template
+    max_prompt_tokens: int = Field(256, ge=1)
+    task_args: dict[str, Any] = Field(default_factory=dict)
+
+
+class RolloutConfig(Section):
+    engine: str = "torch"  # torch (built-in) | hf (transformers generate, the reference)
+    n_samples: int = Field(8, ge=1)
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    top_k: int = Field(0, ge=0)  # 0 = off
+    max_new_tokens: int = Field(16, ge=1)
+
+
+class RewardConfig(Section):
+    function: str = "arithmetic"  # a registered reward name, or a dotted path module:attr
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    timeout_seconds: float | None = Field(300.0, gt=0)  # a reward call that takes longer stops the run, named
+
+
+class OptimConfig(Section):
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float | None = 1.0
+    warmup_steps: int = Field(0, ge=0)
+
+
+class TrainConfig(Section):
+    steps: int = Field(100, ge=0)
+    prompts_per_step: int = Field(8, ge=1)
+    mini_batch_size: int = Field(64, ge=1)
+    micro_batch_size: int = Field(64, ge=1)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))
+
+
+class SFTConfig(Section):
+    steps: int = Field(0, ge=0)  # 0 = no SFT stage
+    batch_size: int = Field(64, ge=1)
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3))
+
+
+class EvalConfig(Section):
+    every: int = Field(25, ge=0)  # RL steps between held-out evaluations; 0 = only at start and end
+    batch_size: int = Field(256, ge=1)
+    max_new_tokens: int | None = None  # default: rollout.max_new_tokens
+
+
+class CheckpointConfig(Section):
+    every: int = Field(50, ge=0)  # RL steps between checkpoints; 0 = only at the end
+    keep_last: int = Field(2, ge=1)
+
+
+class LoggingConfig(Section):
+    progress_bar: bool = True
+    sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
+
+
+class Config(Section):
+    seed: int = 0
+    run_dir: str = "runs/default"
+    threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = leave torch's default
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    data: DataConfig = Field(default_factory=DataConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    reward: RewardConfig = Field(default_factory=RewardConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @model_validator(mode="after")
+    def _batch_sizes_divide(self) -> Config:
+        rollout_batch = self.train.prompts_per_step * self.rollout.n_samples
+        if rollout_batch % self.train.mini_batch_size:
+            raise ValueError(
+                f"train.mini_batch_size ({self.train.mini_batch_size}) must divide the rollout batch "
+                f"train.prompts_per_step * rollout.n_samples = {rollout_batch}"
+            )
+        if self.train.mini_batch_size % self.train.micro_batch_size:
+            raise ValueError(
+                f"train.micro_batch_size ({self.train.micro_batch_size}) must divide "
+                f"train.mini_batch_size ({self.train.mini_batch_size})"
+            )
+        return self
+
+
+class ConfigError(ValueError):
+    """A recipe or override the config tree does not accept; the message names the key."""
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} is not of the form key.path=value")
+    key, raw = text.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r} has an empty key")
+    return key.split("."), yaml.safe_load(raw) if raw != "" else ""
+
+
+def apply_override(tree: dict, path: list[str], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {'.'.join(path)}: {part} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def _format_validation_error(err: ValidationError) -> str:
+    lines = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"unknown config key {where!r}")
+        else:
+            got = item.get("input")
+            shown = f" (got {got!r})" if not isinstance(got, dict) else ""
+            lines.append(f"config key {where!r}: {item['msg']}{shown}")
+    return "; ".join(lines)
+
+
+def build_config(tree: dict) -> Config:
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err)) from None
+
+
+def load_config(recipe: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    path = Path(recipe) if recipe else DEFAULT_RECIPE
+    if not path.exists():
+        raise ConfigError(f"recipe {str(path)!r} does not exist")
+    tree = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"recipe {str(path)!r} must be a YAML mapping at the top level")
+    for text in overrides:
+        key, value = parse_override(text)
+        apply_override(tree, key, value)
+    return build_config(tree)
+
+
+def dump_config(config: Config) -> str:
+    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)

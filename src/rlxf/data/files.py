@@ -1,0 +1,77 @@
+"""Prompt datasets from JSONL or Parquet files: ``prompt`` (text) or ``messages`` (chat) plus metadata."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rlxf.data.tasks import TASKS, TaskSplits
+
+
+class DatasetError(ValueError):
+    """A dataset file or row that cannot be used; the message names the file and the row."""
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(f"dataset {str(path)!r} does not exist")
+    if path.suffix == ".parquet":
+        rows = _read_parquet(path)
+    elif path.suffix in (".jsonl", ".json"):
+        rows = _read_jsonl(path)
+    else:
+        raise DatasetError(f"dataset {str(path)!r}: expected .jsonl or .parquet")
+    for number, row in enumerate(rows, start=1):
+        validate_row(row, f"{path}:{number}")
+    return rows
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    rows = []
+    with path.open() as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DatasetError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise DatasetError(f"{path}:{number}: a row must be a JSON object")
+            rows.append(row)
+    return rows
+
+
+def _read_parquet(path: Path) -> list[dict]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DatasetError("reading Parquet needs pyarrow: pip install 'rlxf[parquet]'") from None
+    return pq.read_table(path).to_pylist()
+
+
+def validate_row(row: dict, where: str) -> None:
+    if "prompt" in row:
+        if not isinstance(row["prompt"], str):
+            raise DatasetError(f"{where}: `prompt` must be a string")
+        return
+    messages = row.get("messages")
+    if messages is None:
+        raise DatasetError(f"{where}: a row needs `prompt` (text) or `messages` (chat)")
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+        for m in messages
+    ):
+        raise DatasetError(f"{where}: `messages` must be a list of {{role, content}} strings")
+
+
+@TASKS.register("file")
+def file_task(seed: int, eval_size: int, path: str, eval_path: str | None = None) -> TaskSplits:
+    """Rows from ``path``; held-out rows from ``eval_path`` or, without one, the last ``eval_size`` rows."""
+    rows = read_rows(path)
+    if eval_path:
+        return TaskSplits(train=rows, eval=read_rows(eval_path))
+    if eval_size >= len(rows):
+        raise DatasetError(f"dataset {path!r} has {len(rows)} rows: too few to hold out {eval_size}")
+    return TaskSplits(train=rows[:-eval_size], eval=rows[-eval_size:])

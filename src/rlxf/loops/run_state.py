@@ -1,0 +1,55 @@
+"""Everything a resumed RL run needs beyond model weights, and saving / loading a whole checkpoint."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from rlxf.train import checkpoint as ckpt
+
+
+@dataclass
+class RunState:
+    step: int = 0  # RL steps completed
+    data_position: int = 0  # prompts drawn from the training stream
+    sample_rng: str = ""  # rollout sampling generator state
+    shuffle_rng: str = ""  # mini-batch shuffling generator state
+    kl_coef: float | None = None  # the (adaptive) KL controller's current value
+    initial_eval_accuracy: float | None = None
+    last_eval: dict = field(default_factory=dict)
+    wall_seconds: float = 0.0  # wall time spent by this run up to the checkpoint, over all resumes
+
+    def capture(self, sample_gen: torch.Generator, shuffle_gen: torch.Generator, data_position: int) -> None:
+        self.sample_rng = ckpt.generator_state_to_json(sample_gen)
+        self.shuffle_rng = ckpt.generator_state_to_json(shuffle_gen)
+        self.data_position = data_position
+
+    def restore_generators(self, sample_gen: torch.Generator, shuffle_gen: torch.Generator) -> None:
+        sample_gen.set_state(ckpt.generator_state_from_json(self.sample_rng))
+        shuffle_gen.set_state(ckpt.generator_state_from_json(self.shuffle_rng))
+
+
+def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
+    tmp = ckpt.begin_checkpoint(run_dir, state.step)
+    actor.model.save_pretrained(tmp / "policy")
+    tokenizer.save_pretrained(tmp / "policy")
+    ckpt.save_optimizer(actor.engine.optimizer, actor.engine.scheduler, tmp, "actor")
+    if critic is not None:
+        ckpt.save_module(critic.model, tmp / "critic.safetensors")
+        ckpt.save_optimizer(critic.engine.optimizer, critic.engine.scheduler, tmp, "critic")
+    (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))
+    return ckpt.commit_checkpoint(tmp, keep_last)
+
+
+def load_run_state(checkpoint: Path) -> RunState:
+    return RunState(**json.loads((checkpoint / "state.json").read_text()))
+
+
+def load_trainer_states(checkpoint: Path, actor, critic) -> None:
+    ckpt.load_optimizer(actor.engine.optimizer, actor.engine.scheduler, checkpoint, "actor")
+    if critic is not None:
+        ckpt.load_module(critic.model, checkpoint / "critic.safetensors")
+        ckpt.load_optimizer(critic.engine.optimizer, critic.engine.scheduler, checkpoint, "critic")

@@ -1,0 +1,79 @@
+"""Building a run's pieces from its config: device, tokenizer, models, roles, data."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import transformers
+
+from rlxf.config import Config
+from rlxf.data.prompts import load_task
+from rlxf.data.tasks import TaskSplits
+from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from rlxf.rewards.registry import build_reward
+from rlxf.roles.reward import RewardRole
+from rlxf.roles.rollout import RolloutRole
+from rlxf.rollout.engine import build_engine
+from rlxf.rollout.sampling import SamplingParams
+
+
+def pick_device(name: str) -> str:
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return name
+
+
+def configure_torch(config: Config) -> None:
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+    if config.threads:
+        torch.set_num_threads(config.threads)
+
+
+@dataclass
+class Basics:
+    device: str
+    model_path: str
+    tokenizer: transformers.PreTrainedTokenizerBase
+    task: TaskSplits
+    reward: RewardRole
+
+
+def build_basics(config: Config, cache_dir: str = ".cache/models") -> Basics:
+    configure_torch(config)
+    model_path = resolve_model_path(config.model.path, cache_dir)
+    return Basics(
+        device=pick_device(config.model.device),
+        model_path=model_path,
+        tokenizer=load_tokenizer(model_path),
+        task=load_task(config.data, config.seed),
+        reward=RewardRole(
+            build_reward(config.reward.function, config.reward.kwargs),
+            config.reward.function,
+            config.reward.timeout_seconds,
+        ),
+    )
+
+
+def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
+    return load_causal_lm(path, config.model.dtype, device)
+
+
+def build_rollout(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
+    """The embedded runtime's rollout engine decodes with the policy's own weights (no extra copy for
+    the generic decoder; the fast decoder keeps its own fused layout)."""
+    engine = build_engine(config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    return RolloutRole(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+
+
+def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
+    return copy.deepcopy(model).eval().requires_grad_(False)
+
+
+def sampling_params(config: Config) -> SamplingParams:
+    r = config.rollout
+    return SamplingParams(
+        n=r.n_samples, temperature=r.temperature, top_p=r.top_p, top_k=r.top_k, max_new_tokens=r.max_new_tokens
+    )

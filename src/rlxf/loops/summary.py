@@ -1,0 +1,18 @@
+"""``summary.json``: the run's outcome in a few numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def write_summary(run_dir: Path, state, wall_seconds: float, steps: int) -> dict:
+    summary = {
+        "initial_eval_accuracy": state.initial_eval_accuracy,
+        "final_eval_accuracy": state.last_eval.get("eval/accuracy"),
+        "final_eval_reward": state.last_eval.get("eval/reward"),
+        "steps": steps,
+        "wall_seconds": round(wall_seconds, 2),
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    return summary

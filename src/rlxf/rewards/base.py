@@ -1,0 +1,60 @@
+"""The reward protocol: score a batch of trajectories, return one score each plus named components.
+
+A reward is any object with ``score(prompts, responses, metadata) -> RewardOutput``; a plain function
+with that signature returning a list of floats is accepted too (see ``as_reward``). ``metadata`` holds
+whatever the dataset row carried besides the prompt (the reference answer, unit tests, ...).
+Components (e.g. ``correct``, ``format``) are logged separately; ``scores`` is what training uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass
+class RewardOutput:
+    scores: list[float]
+    components: dict[str, list[float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, values in self.components.items():
+            if len(values) != len(self.scores):
+                raise ValueError(
+                    f"reward component {name!r} has {len(values)} values for {len(self.scores)} scores"
+                )
+
+
+@runtime_checkable
+class Reward(Protocol):
+    def score(
+        self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]
+    ) -> RewardOutput: ...
+
+
+class FunctionReward:
+    """Wraps a plain callable ``fn(prompts, responses, metadata) -> list[float] | RewardOutput``."""
+
+    def __init__(self, fn: Callable, name: str | None = None) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__qualname__", repr(fn))
+
+    def score(
+        self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]
+    ) -> RewardOutput:
+        out = self.fn(prompts, responses, metadata)
+        if isinstance(out, RewardOutput):
+            return out
+        scores = [float(s) for s in out]
+        if len(scores) != len(responses):
+            raise ValueError(f"reward {self.name} returned {len(scores)} scores for {len(responses)} responses")
+        return RewardOutput(scores=scores)
+
+
+def as_reward(obj: object) -> Reward:
+    if isinstance(obj, Reward):
+        return obj
+    if callable(obj):
+        return FunctionReward(obj)
+    raise TypeError(f"{obj!r} is neither a Reward (with .score) nor a callable")

@@ -1,0 +1,61 @@
+"""Actor role: the policy being trained — log-probs, the policy-gradient update, its weights."""
+
+from __future__ import annotations
+
+import torch
+
+from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
+from rlxf.batch import TrajectoryBatch
+from rlxf.config import OptimConfig
+from rlxf.train.engine import TrainEngine
+from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
+from rlxf.train.micro_batches import micro_batches
+from rlxf.train.ppo_batches import ppo_mini_batches
+
+
+class ActorRole:
+    def __init__(
+        self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
+        mini_batch_size: int, micro_batch_size: int, temperature: float,
+    ) -> None:
+        self.model = model
+        self.engine = TrainEngine(model, optim)
+        self.algo = algo
+        self.mini_batch_size = mini_batch_size
+        self.micro_batch_size = micro_batch_size
+        self.temperature = temperature or 1.0
+
+    def compute_log_probs(self, batch: TrajectoryBatch) -> torch.Tensor:
+        return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return self.model.state_dict()
+
+    def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
+        """PPO epochs over mini-batches; one metrics dict per optimizer step."""
+        history = []
+        for mini in ppo_mini_batches(batch, self.mini_batch_size, self.algo.ppo_epochs, generator):
+            normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
+            history.append(
+                self.engine.optimizer_step(
+                    micro_batches(mini, self.micro_batch_size), lambda m: self._loss(m, normaliser)
+                )
+            )
+        return history
+
+    def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:
+        logits = response_logits(self.model, micro.input_ids, micro.attention_mask, micro.response_ids.shape[1])
+        mask = micro.loss_mask.float()
+        log_probs = token_log_probs(logits, micro.response_ids, self.temperature) * mask
+        wants_entropy_grad = self.algo.entropy_coef > 0
+        entropy = entropy_from_logits(logits if wants_entropy_grad else logits.detach(), self.temperature)
+        old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
+        kl_in_loss = micro.ref_log_probs is not None and not self.algo.kl_in_reward
+        loss, metrics = policy_loss(
+            self.algo, log_probs, old, micro.advantages, micro.loss_mask, normaliser,
+            rollout_log_probs=micro.rollout_log_probs,
+            ref_log_probs=micro.ref_log_probs if kl_in_loss else None,
+            entropy=entropy if wants_entropy_grad else None,
+        )
+        metrics["entropy"] = float((entropy.detach() * mask).sum() / mask.sum().clamp(min=1))
+        return loss, metrics

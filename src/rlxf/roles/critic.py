@@ -1,0 +1,57 @@
+"""Critic role (PPO): value estimates per response token and the clipped value-loss update."""
+
+from __future__ import annotations
+
+import torch
+
+from rlxf.algos import AlgorithmConfig, LossNormaliser, value_loss
+from rlxf.batch import TrajectoryBatch
+from rlxf.config import OptimConfig
+from rlxf.models.value_head import ValueModel
+from rlxf.train.engine import TrainEngine
+from rlxf.train.log_probs import pad_columns
+from rlxf.train.micro_batches import micro_batches
+from rlxf.train.ppo_batches import ppo_mini_batches
+
+
+def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
+    """[B, R]: the value of the state before each response token (positions P-1 .. P+R-2)."""
+    values = model(micro.input_ids, micro.attention_mask)
+    width = micro.response_ids.shape[1]
+    prompt_width = micro.prompt_ids.shape[1]
+    return values[:, prompt_width - 1: prompt_width - 1 + width] * micro.response_mask
+
+
+class CriticRole:
+    def __init__(
+        self, model: ValueModel, optim: OptimConfig, algo: AlgorithmConfig,
+        mini_batch_size: int, micro_batch_size: int,
+    ) -> None:
+        self.model = model
+        self.engine = TrainEngine(model, optim)
+        self.algo = algo
+        self.mini_batch_size = mini_batch_size
+        self.micro_batch_size = micro_batch_size
+
+    @torch.no_grad()
+    def compute_values(self, batch: TrajectoryBatch) -> torch.Tensor:
+        self.model.eval()
+        width = batch.response_ids.shape[1]
+        return torch.cat([
+            pad_columns(response_values(self.model, micro), width)
+            for micro in micro_batches(batch, self.micro_batch_size)
+        ])
+
+    def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
+        history = []
+        for mini in ppo_mini_batches(batch, self.mini_batch_size, self.algo.ppo_epochs, generator):
+            normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
+            history.append(
+                self.engine.optimizer_step(
+                    micro_batches(mini, self.micro_batch_size),
+                    lambda m: value_loss(
+                        self.algo, response_values(self.model, m), m.values, m.returns, m.loss_mask, normaliser
+                    ),
+                )
+            )
+        return history

@@ -1,0 +1,50 @@
+"""Reward role: scores a batch with the configured reward; a failing or hanging reward is named."""
+
+from __future__ import annotations
+
+import concurrent.futures as futures
+
+import torch
+
+from rlxf.batch import TrajectoryBatch
+from rlxf.rewards.base import Reward, RewardOutput
+
+
+class RewardError(RuntimeError):
+    """The reward function raised, hung, or returned something unusable."""
+
+
+class RewardRole:
+    def __init__(self, reward: Reward, name: str, timeout_seconds: float | None = 300.0) -> None:
+        self.reward = reward
+        self.name = name
+        self.timeout_seconds = timeout_seconds
+        self._pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward")
+
+    def score(self, prompts: list[str], responses: list[str], metadata: list[dict]) -> RewardOutput:
+        job = self._pool.submit(self.reward.score, prompts, responses, metadata)
+        try:
+            out = job.result(timeout=self.timeout_seconds)
+        except futures.TimeoutError:
+            # The stuck call keeps its thread; a fresh pool keeps later steps from queueing behind it.
+            self._pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward")
+            raise RewardError(
+                f"reward {self.name!r} did not return within {self.timeout_seconds}s "
+                f"(reward.timeout_seconds) on a batch of {len(responses)} responses"
+            ) from None
+        except Exception as err:  # noqa: BLE001 - any failure of user code is reported with its name
+            raise RewardError(f"reward {self.name!r} raised {type(err).__name__}: {err}") from err
+        if not isinstance(out, RewardOutput) or len(out.scores) != len(responses):
+            raise RewardError(f"reward {self.name!r} returned {out!r:.200} for {len(responses)} responses")
+        return out
+
+    def score_batch(self, batch: TrajectoryBatch, prompts: list[str], responses: list[str]) -> dict[str, float]:
+        """Fill ``batch.rewards`` and each row's reward components; return mean reward metrics."""
+        out = self.score(prompts, responses, batch.metadata)
+        batch.rewards = torch.tensor(out.scores, dtype=torch.float32)
+        metrics = {"reward/mean": float(batch.rewards.mean())}
+        for name, values in out.components.items():
+            for row, value in zip(batch.metadata, values):
+                row.setdefault("reward_components", {})[name] = value
+            metrics[f"reward/{name}"] = sum(values) / len(values)
+        return metrics

@@ -1,0 +1,59 @@
+"""Rollout role: rows in, a trajectory batch out (token ids, sampling log-probs, versions)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import PreTrainedTokenizerBase
+
+from rlxf.batch import TrajectoryBatch
+from rlxf.data.prompts import encode_prompts
+from rlxf.rollout.engine import RolloutEngine, left_pad
+from rlxf.rollout.sampling import SamplingParams
+
+
+class RolloutRole:
+    def __init__(
+        self, engine: RolloutEngine, tokenizer: PreTrainedTokenizerBase, chat_template: bool, max_prompt_tokens: int
+    ) -> None:
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.max_prompt_tokens = max_prompt_tokens
+
+    @property
+    def version(self) -> int:
+        return self.engine.version
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        self.engine.update_weights(state_dict, version)
+
+    def generate(
+        self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,
+        first_group: int = 0,
+    ) -> TrajectoryBatch:
+        prompts = encode_prompts(rows, self.tokenizer, self.chat_template, self.max_prompt_tokens)
+        gen = self.engine.generate(prompts, params, generator)
+        index = gen.prompt_index
+        prompt_ids, prompt_mask = left_pad([prompts[i] for i in index.tolist()], self.tokenizer.pad_token_id, torch.device("cpu"))
+        metadata = [
+            {**{k: v for k, v in rows[i].items() if k not in ("prompt", "messages")}, "stopped": bool(s)}
+            for i, s in zip(index.tolist(), gen.stopped.tolist())
+        ]
+        return TrajectoryBatch(
+            prompt_ids=prompt_ids,
+            prompt_mask=prompt_mask,
+            response_ids=gen.response_ids,
+            response_mask=gen.response_mask,
+            loss_mask=gen.response_mask.clone(),
+            group_ids=index + first_group,
+            rollout_log_probs=gen.log_probs,
+            policy_version=torch.full_like(gen.response_ids, gen.version) * gen.response_mask,
+            truncated=~gen.stopped,
+            metadata=metadata,
+        )
+
+    def decode_responses(self, batch: TrajectoryBatch) -> list[str]:
+        return self.tokenizer.batch_decode(batch.response_ids * batch.response_mask, skip_special_tokens=True)
+
+    def decode_prompts(self, batch: TrajectoryBatch) -> list[str]:
+        return self.tokenizer.batch_decode(batch.prompt_ids, skip_special_tokens=True)

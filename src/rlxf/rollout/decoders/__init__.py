@@ -1,0 +1,35 @@
+"""Decoders: the prefill/step/keep machinery behind rlxf's built-in rollout engine."""
+
+from __future__ import annotations
+
+import logging
+
+from rlxf.rollout.decoders.base import Decoder, position_ids_from_mask
+from rlxf.rollout.decoders.hf_decoder import HFDecoder
+from rlxf.rollout.decoders.llama_decoder import SUPPORTED_MODEL_TYPES, LlamaDecoder, check_supported
+
+__all__ = [
+    "Decoder",
+    "HFDecoder",
+    "LlamaDecoder",
+    "SUPPORTED_MODEL_TYPES",
+    "make_decoder",
+    "position_ids_from_mask",
+]
+
+logger = logging.getLogger(__name__)
+
+
+def make_decoder(model, *, prefer: str = "auto") -> Decoder:
+    """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``)."""
+    if prefer not in ("auto", "hf", "llama"):
+        raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
+    if prefer != "hf":
+        try:
+            check_supported(model.config)
+            return LlamaDecoder.from_hf(model)
+        except (NotImplementedError, KeyError, ValueError) as err:
+            if prefer == "llama":
+                raise
+            logger.info("make_decoder: falling back to HFDecoder (%s)", err)
+    return HFDecoder(model)

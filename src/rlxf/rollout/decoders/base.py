@@ -1,0 +1,50 @@
+"""Decoder protocol: the inner prefill/step machinery behind rlxf's built-in rollout engine.
+
+A decoder owns a KV cache for one batch of sequences at a time. The engine calls ``prefill`` once per batch,
+then ``step`` once per generated token, and ``keep`` whenever some rows finished (so later steps are cheaper).
+All logits come back as float32 on the decoder's device.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = ["Decoder", "as_row_index", "position_ids_from_mask"]
+
+
+@runtime_checkable
+class Decoder(Protocol):
+    def prefill(
+        self, input_ids: torch.LongTensor, attention_mask: torch.LongTensor, max_new_tokens: int
+    ) -> Tensor:
+        """input_ids [B, P] LEFT-padded (attention_mask 0 on pads). Allocates the KV cache for P + max_new_tokens,
+        runs the prompt, returns float32 logits [B, V] of the last position of each row."""
+        ...
+
+    def step(self, tokens: torch.LongTensor) -> Tensor:
+        """tokens [B_active]: the token just sampled for each active row; returns logits [B_active, V] for the next one."""
+        ...
+
+    def keep(self, rows: torch.LongTensor) -> None:
+        """Keep only these rows (indices into the current active batch)."""
+        ...
+
+    def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
+        """New policy weights (HF parameter names, as model.state_dict() gives) copied in place."""
+        ...
+
+
+def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
+    """Position ids for a left-padded batch: 0 at the first real token of each row (pads get 0 too)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp_(min=0)
+
+
+def as_row_index(rows, device: torch.device) -> Tensor:
+    """``keep`` argument -> LongTensor of row indices on ``device`` (a bool mask over the active rows works too)."""
+    rows = torch.as_tensor(rows, device=device)
+    if rows.dtype == torch.bool:
+        rows = rows.nonzero().squeeze(1)
+    return rows.to(torch.long).view(-1)

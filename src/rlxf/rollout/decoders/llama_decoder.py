@@ -1,0 +1,381 @@
+"""Lean inference-only Llama-family forward (llama / qwen2 / mistral) with a preallocated KV cache.
+
+Design notes
+- Weights are held as *fused* tensors owned by the decoder (one copy of the policy in the inference dtype):
+  ``wqkv`` [(nh + 2*nkv) * hd, H] (+ bias for qwen2 / attention_bias) and ``wgu`` [2 * I, H]. ``load_state_dict``
+  copies HF-named tensors into the matching slices in place (dtype/device conversion included), so the tensors'
+  storage never changes (important for CUDA graphs and for dynamic weight updates).
+- KV cache: one tensor [n_layers, 2, B, nkv, P + max_new, hd], written in place at slot ``cur``. Every row writes the
+  same slot each step (left padding), only position ids differ per row.
+- Masks are built once per ``prefill``: an additive [B, 1, 1, L] mask that hides left pads. ``step`` attends over the
+  slice ``[:cur + 1]`` of the cache, so future slots never need masking and the mask never changes per step.
+- Decode attention uses the GQA "query folding" trick: with one query token, the ``g = nh / nkv`` query heads that
+  share a kv head are folded into the query-length axis ([B, nkv, g, hd]), so SDPA runs without repeating K/V.
+- RoPE is applied to q and k together with one ``roll`` (rotate_half(x) * sin == x.roll(hd/2) * sign * sin).
+- Prefill is packed: projections and MLPs run on the real (non-pad) tokens only, and the last layer runs attention
+  output / o_proj / MLP for the last token of each row only (its K/V for all tokens still go to the cache).
+- Threads are the caller's business (``torch.set_num_threads``); for tiny models on a few CPU cores 1 is often best.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from rlxf.rollout.decoders.base import as_row_index as _as_rows
+from rlxf.rollout.decoders.base import position_ids_from_mask
+
+__all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
+
+SUPPORTED_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
+# rope types whose inv_freq does not depend on the sequence length (dynamic / longrope do: refused)
+_STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
+_TORCH_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
+
+
+def _rope_params(config) -> dict:
+    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
+    params = dict(params)
+    params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
+    params["rope_type"] = params.get("rope_type", params.get("type", "default")) or "default"
+    return params
+
+
+def _rope_inv_freq(config, head_dim: int) -> tuple[Tensor, float]:
+    params = _rope_params(config)
+    rope_type = params["rope_type"]
+    if rope_type not in _STATIC_ROPE_TYPES:
+        raise NotImplementedError(f"LlamaDecoder: rope type {rope_type!r} is not supported (use HFDecoder)")
+    if rope_type == "default":
+        theta = float(params["rope_theta"])
+        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+        return inv_freq, 1.0
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, torch.device("cpu"))
+    return inv_freq.float().cpu(), float(scaling)
+
+
+def check_supported(config) -> None:
+    """Raise NotImplementedError if ``config`` uses a feature this decoder does not implement."""
+    mt = getattr(config, "model_type", None)
+    if mt not in SUPPORTED_MODEL_TYPES:
+        raise NotImplementedError(f"LlamaDecoder: model_type {mt!r} not supported")
+    act = getattr(config, "hidden_act", "silu")
+    if act not in ("silu", "swish"):
+        raise NotImplementedError(f"LlamaDecoder: hidden_act {act!r} not supported")
+    if _rope_params(config)["rope_type"] not in _STATIC_ROPE_TYPES:
+        raise NotImplementedError("LlamaDecoder: dynamic rope scaling not supported")
+    if getattr(config, "pretraining_tp", 1) not in (1, None):
+        raise NotImplementedError("LlamaDecoder: pretraining_tp > 1 not supported")
+
+
+def _sliding_window(config) -> int | None:
+    window = getattr(config, "sliding_window", None)
+    if window is None:
+        return None
+    layer_types = getattr(config, "layer_types", None)
+    if layer_types is not None and all(t == "full_attention" for t in layer_types):
+        return None
+    if config.model_type == "qwen2" and not getattr(config, "use_sliding_window", False):
+        return None
+    return int(window)
+
+
+class LlamaDecoder:
+    """Own lean forward for Llama-family models. Build with :meth:`from_hf` or :meth:`from_config`."""
+
+    def __init__(
+        self,
+        config,
+        state_dict: dict[str, Tensor],
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+        inv_freq: Tensor | None = None,
+        attention_scaling: float | None = None,
+    ):
+        check_supported(config)
+        self.config = config
+        any_w = state_dict["model.embed_tokens.weight"]
+        self.device = torch.device(device) if device is not None else any_w.device
+        self.dtype = dtype if dtype is not None else any_w.dtype
+        self.n_layers = nl = config.num_hidden_layers
+        self.n_heads = nh = config.num_attention_heads
+        self.n_kv = nkv = getattr(config, "num_key_value_heads", None) or nh
+        if nh % nkv:
+            raise ValueError("num_attention_heads must be a multiple of num_key_value_heads")
+        self.head_dim = hd = getattr(config, "head_dim", None) or config.hidden_size // nh
+        if hd % 2:
+            raise ValueError("head_dim must be even for rotary embeddings")
+        self.hidden = H = config.hidden_size
+        self.inter = inter = config.intermediate_size
+        self.eps = float(config.rms_norm_eps)
+        self.sliding_window = _sliding_window(config)
+        vocab = any_w.shape[0]
+        self.tied = bool(getattr(config, "tie_word_embeddings", False))
+        if "lm_head.weight" not in state_dict:
+            self.tied = True
+
+        if inv_freq is None:
+            inv_freq, attention_scaling = _rope_inv_freq(config, hd)
+        self.inv_freq = inv_freq.detach().float().to(self.device)
+        self.attention_scaling = 1.0 if attention_scaling is None else float(attention_scaling)
+        self._rope_len = 0
+        self._cos = self._sin = None  # [L, hd] tables (sin carries the rotate_half sign)
+        self._cs = None  # [L, 2, hd]: cos and signed sin side by side (one gather per step)
+
+        kw = {"device": self.device, "dtype": self.dtype}
+        has = state_dict.__contains__
+        p0 = "model.layers.0."
+        qkv_bias = has(p0 + "self_attn.q_proj.bias")
+        o_bias = has(p0 + "self_attn.o_proj.bias")
+        mlp_bias = has(p0 + "mlp.gate_proj.bias")
+        self.embed = torch.empty(vocab, H, **kw)
+        self.norm = torch.empty(H, **kw)
+        self.lm_head = self.embed if self.tied else torch.empty(vocab, H, **kw)
+        nq, nk = nh * hd, nkv * hd
+        self.layers: list[dict[str, Tensor | None]] = []
+        targets: dict[str, Tensor] = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm}
+        if not self.tied:
+            targets["lm_head.weight"] = self.lm_head
+        for i in range(nl):
+            ly = {
+                "ln1": torch.empty(H, **kw),
+                "ln2": torch.empty(H, **kw),
+                "wqkv": torch.empty(nq + 2 * nk, H, **kw),
+                "bqkv": torch.empty(nq + 2 * nk, **kw) if qkv_bias else None,
+                "wo": torch.empty(H, nq, **kw),
+                "bo": torch.empty(H, **kw) if o_bias else None,
+                "wgu": torch.empty(2 * inter, H, **kw),
+                "bgu": torch.empty(2 * inter, **kw) if mlp_bias else None,
+                "wd": torch.empty(H, inter, **kw),
+                "bd": torch.empty(H, **kw) if mlp_bias else None,
+            }
+            self.layers.append(ly)
+            p = f"model.layers.{i}."
+            targets[p + "input_layernorm.weight"] = ly["ln1"]
+            targets[p + "post_attention_layernorm.weight"] = ly["ln2"]
+            targets[p + "self_attn.q_proj.weight"] = ly["wqkv"][:nq]
+            targets[p + "self_attn.k_proj.weight"] = ly["wqkv"][nq : nq + nk]
+            targets[p + "self_attn.v_proj.weight"] = ly["wqkv"][nq + nk :]
+            targets[p + "self_attn.o_proj.weight"] = ly["wo"]
+            targets[p + "mlp.gate_proj.weight"] = ly["wgu"][:inter]
+            targets[p + "mlp.up_proj.weight"] = ly["wgu"][inter:]
+            targets[p + "mlp.down_proj.weight"] = ly["wd"]
+            if qkv_bias:
+                targets[p + "self_attn.q_proj.bias"] = ly["bqkv"][:nq]
+                targets[p + "self_attn.k_proj.bias"] = ly["bqkv"][nq : nq + nk]
+                targets[p + "self_attn.v_proj.bias"] = ly["bqkv"][nq + nk :]
+            if o_bias:
+                targets[p + "self_attn.o_proj.bias"] = ly["bo"]
+            if mlp_bias:
+                targets[p + "mlp.gate_proj.bias"] = ly["bgu"][:inter]
+                targets[p + "mlp.up_proj.bias"] = ly["bgu"][inter:]
+                targets[p + "mlp.down_proj.bias"] = ly["bd"]
+        self._targets = targets
+        missing = [k for k in targets if k not in state_dict]
+        if missing:
+            raise KeyError(f"LlamaDecoder: state_dict lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
+        self.load_state_dict(state_dict)
+
+        # per-batch state (set by prefill)
+        self.kv: Tensor | None = None  # [nl, 2, B, nkv, L, hd]
+        self.pos: Tensor | None = None  # [B] position id of the next token
+        self.step_mask: Tensor | None = None  # [B, 1, 1, L] additive, -inf on left pads
+        self.cur = 0  # cache slots filled
+
+    # ------------------------------------------------------------------ construction / weights
+    @classmethod
+    def from_hf(cls, model, *, device=None, dtype=None) -> LlamaDecoder:
+        """Build from a transformers ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM``.
+        The decoder copies the weights (fused layout) onto the model's device/dtype unless told otherwise."""
+        check_supported(model.config)
+        inv_freq = scaling = None
+        rotary = getattr(getattr(model, "model", None), "rotary_emb", None)
+        if rotary is not None and getattr(rotary, "inv_freq", None) is not None:
+            inv_freq = getattr(rotary, "original_inv_freq", None)
+            inv_freq = rotary.inv_freq if inv_freq is None else inv_freq
+            scaling = float(getattr(rotary, "attention_scaling", 1.0))
+        with torch.no_grad():
+            sd = model.state_dict()
+        return cls(model.config, sd, device=device, dtype=dtype, inv_freq=inv_freq, attention_scaling=scaling)
+
+    @classmethod
+    def from_config(cls, config, state_dict: dict[str, Tensor], *, device=None, dtype=None) -> LlamaDecoder:
+        return cls(config, state_dict, device=device, dtype=dtype)
+
+    @torch.no_grad()
+    def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
+        """Copy HF-named tensors into the fused weights in place. Partial dicts are allowed (e.g. sharded
+        updates); unknown names raise. With tied embeddings ``lm_head.weight`` is ignored."""
+        unknown = []
+        for name, value in state_dict.items():
+            tgt = self._targets.get(name)
+            if tgt is None:
+                if name.endswith("rotary_emb.inv_freq") or (self.tied and name == "lm_head.weight"):
+                    continue
+                unknown.append(name)
+                continue
+            if tgt.shape != value.shape:
+                raise ValueError(f"{name}: shape {tuple(value.shape)} != expected {tuple(tgt.shape)}")
+            tgt.copy_(value.detach(), non_blocking=True)
+        if unknown:
+            raise KeyError(f"LlamaDecoder: unknown parameter names {unknown[:5]}")
+
+    # ------------------------------------------------------------------ helpers
+    def _ensure_rope(self, length: int) -> None:
+        if length <= self._rope_len:
+            return
+        length = max(length, 2 * self._rope_len)
+        t = torch.arange(length, device=self.device, dtype=torch.float32)
+        freqs = torch.outer(t, self.inv_freq)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        half = self.head_dim // 2
+        sign = torch.ones(self.head_dim, device=self.device)
+        sign[:half] = -1.0
+        self._cos = (emb.cos() * self.attention_scaling).to(self.dtype)
+        self._sin = (emb.sin() * self.attention_scaling * sign).to(self.dtype)
+        self._cs = torch.stack((self._cos, self._sin), dim=1)
+        self._rope_len = length
+
+    def _rms(self, x: Tensor, w: Tensor) -> Tensor:
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, (self.hidden,), w, self.eps)
+        # HF order: normalise in fp32, cast back, then scale by the weight
+        return F.rms_norm(x.float(), (self.hidden,), None, self.eps).to(x.dtype) * w
+
+    def _rope(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        return torch.addcmul(x * cos, x.roll(self.head_dim // 2, -1), sin)
+
+    # ------------------------------------------------------------------ decoding
+    @torch.inference_mode()
+    def prefill(self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int) -> Tensor:
+        dev = self.device
+        ids = input_ids.to(dev)
+        am = attention_mask.to(dev).bool()
+        B, P = ids.shape
+        L = P + int(max_new_tokens)
+        if self.sliding_window is not None and L > self.sliding_window:
+            raise NotImplementedError(
+                f"LlamaDecoder: sliding_window={self.sliding_window} < max length {L} (use HFDecoder)"
+            )
+        nh, nkv, hd, inter = self.n_heads, self.n_kv, self.head_dim, self.inter
+        C = nh + 2 * nkv
+        self._ensure_rope(L)
+        # slots >= cur are never read (step attends over [:cur + 1]), so the cache needs no zeroing
+        self.kv = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self.dtype)
+
+        pos = position_ids_from_mask(am)  # [B, P]
+        # Packed prefill: projections / MLP run on the real tokens only ([N, H]); only attention uses the padded
+        # [B, P] layout. One sync (nonzero) per prefill, none per step.
+        flat = am.reshape(-1)
+        idx = flat.nonzero().squeeze(1)  # [N] indices into B * P
+        N = idx.numel()
+        if N == 0 or not bool(am[:, -1].all()):
+            raise ValueError("prefill expects LEFT-padded prompts with at least one token each")
+        packed = N < B * P
+        if packed:
+            pos_t, ids_t = pos.reshape(-1)[idx], ids.reshape(-1)[idx]
+            buf = torch.zeros(B * P, C, hd, device=dev, dtype=self.dtype)  # pad rows stay 0
+        else:
+            pos_t, ids_t = pos.reshape(-1), ids.reshape(-1)
+        cos = self._cos[pos_t].unsqueeze(1)  # [N, 1, hd]
+        sin = self._sin[pos_t].unsqueeze(1)
+        # boolean [B, 1, P, P]: causal & key-not-pad; the diagonal is always allowed so pad queries never see an
+        # all-masked row (their outputs are finite and no real token attends to them).
+        ar = torch.arange(P, device=dev)
+        allowed = (ar[None, :] <= ar[:, None]) & am[:, None, :]
+        allowed |= torch.eye(P, dtype=torch.bool, device=dev)
+        mask = allowed.unsqueeze(1)
+        gqa = {"enable_gqa": True} if (nkv != nh and _TORCH_GQA) else {}
+
+        last = am.sum(1).cumsum(0) - 1 if packed else torch.arange(1, B + 1, device=dev) * P - 1  # [B] in x
+        n_layers = self.n_layers
+        x = F.embedding(ids_t, self.embed)  # [N, H]
+        for li, ly in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(N, C, hd)
+            qk = qkv[:, : nh + nkv]
+            # rope in place (both inputs are temporaries, so writing into qk is safe)
+            torch.addcmul(qk * cos, qk.roll(hd // 2, -1), sin, out=qk)
+            if packed:
+                buf.index_copy_(0, idx, qkv)
+                qkv = buf
+            qkv = qkv.view(B, P, C, hd)
+            q = qkv[:, :, :nh].transpose(1, 2)
+            k = qkv[:, :, nh : nh + nkv].transpose(1, 2)
+            v = qkv[:, :, nh + nkv :].transpose(1, 2)
+            self.kv[li, 0, :, :, :P] = k
+            self.kv[li, 1, :, :, :P] = v
+            if nkv != nh and not _TORCH_GQA:
+                k = k.repeat_interleave(nh // nkv, dim=1)
+                v = v.repeat_interleave(nh // nkv, dim=1)
+            if li == n_layers - 1:
+                # last layer: K/V are cached above; attention output, o_proj and MLP are only needed for the last
+                # token of each row (skips ~(1 - 1/P) of that layer's o_proj + MLP work)
+                q, mask, x = q[:, :, -1:], mask[:, :, -1:], x.index_select(0, last)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)  # [B, nh, Pq, hd]
+            o = o.transpose(1, 2).reshape(-1, nh * hd)
+            if packed and li < n_layers - 1:
+                o = o.index_select(0, idx)
+            x = x + F.linear(o, ly["wo"], ly["bo"])
+            gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
+        logits = F.linear(self._rms(x, self.norm), self.lm_head).float()  # x is [B, H] here
+
+        self.pos = pos[:, -1] + 1
+        self.step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self.dtype)
+        self.step_mask[:, 0, 0, :P].masked_fill_(~am, float("-inf"))
+        self.cur = P
+        return logits
+
+    @torch.inference_mode()
+    def step(self, tokens: Tensor) -> Tensor:
+        # CUDA graphs: this is the function to capture (one graph per active-batch bucket). For that, attend over
+        # the full cache length with ``step_mask`` holding -inf on future slots (cleared in place at slot ``cur``),
+        # keep ``cur`` in a device tensor and write K/V with ``index_copy_`` — then every shape is static.
+        if self.kv is None:
+            raise RuntimeError("step() called before prefill()")
+        c = self.cur
+        if c >= self.kv.shape[4]:
+            raise RuntimeError("KV cache is full: more steps than max_new_tokens")
+        nh, nkv, hd, inter = self.n_heads, self.n_kv, self.head_dim, self.inter
+        tokens = tokens.to(self.device, non_blocking=True).view(-1)
+        B = tokens.shape[0]
+        cs = self._cs[self.pos]  # [B, 2, hd]
+        cos, sin = cs[:, :1], cs[:, 1:]  # [B, 1, hd] each
+        mask = self.step_mask[..., : c + 1]  # [B, 1, 1, c+1], broadcast over (nkv, g)
+        kv = self.kv[:, :, :, :, : c + 1]
+
+        x = F.embedding(tokens, self.embed)  # [B, H]
+        for li, ly in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
+            qk = self._rope(qkv[:, : nh + nkv], cos, sin)
+            kv_l = kv[li]
+            kv_l[0, :, :, c] = qk[:, nh:]
+            kv_l[1, :, :, c] = qkv[:, nh + nkv :]
+            q = qk[:, :nh].view(B, nkv, nh // nkv, hd)  # fold the query heads of each kv group
+            o = F.scaled_dot_product_attention(q, kv_l[0], kv_l[1], attn_mask=mask)
+            x = x + F.linear(o.reshape(B, nh * hd), ly["wo"], ly["bo"])
+            gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
+        logits = F.linear(self._rms(x, self.norm), self.lm_head).float()
+        self.cur = c + 1
+        self.pos += 1
+        return logits
+
+    @torch.inference_mode()
+    def keep(self, rows: Tensor) -> None:
+        if self.kv is None:
+            raise RuntimeError("keep() called before prefill()")
+        rows = _as_rows(rows, self.device)
+        self.kv = self.kv.index_select(2, rows)
+        self.pos = self.pos.index_select(0, rows)
+        self.step_mask = self.step_mask.index_select(0, rows)
+
+    def __repr__(self) -> str:
+        return (
+            f"LlamaDecoder({self.config.model_type}, layers={self.n_layers}, heads={self.n_heads}/{self.n_kv}, "
+            f"head_dim={self.head_dim}, dtype={self.dtype}, device={self.device})"
+        )

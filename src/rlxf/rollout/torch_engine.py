@@ -1,0 +1,72 @@
+"""The built-in rollout engine: a lean sampling loop over a KV-cache decoder.
+
+Finished sequences leave the batch (``decoder.keep``), so late steps cost what the unfinished rows
+cost. The decoder is ``rollout/decoders``' fast Llama-family implementation where the architecture
+allows, else a generic transformers-cache decoder.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from rlxf.rollout.decoders import make_decoder
+from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_tokens
+from rlxf.rollout.sampling import SamplingParams, sample_tokens
+
+
+@ROLLOUT_ENGINES.register("torch")
+class TorchRolloutEngine:
+    def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int) -> None:
+        self.model = model
+        self.eos_id = eos_id
+        self.pad_id = pad_id
+        self.version = 0
+        self.decoder = make_decoder(model)
+        self.device = next(model.parameters()).device
+
+    def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        self.decoder.load_state_dict(state_dict)
+        self.version = version
+
+    @torch.inference_mode()
+    def generate(
+        self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None = None
+    ) -> Generation:
+        expanded = [p for p in prompts for _ in range(params.n)]
+        ids, mask = left_pad(expanded, self.pad_id, self.device)
+        total, budget = len(expanded), params.max_new_tokens
+        out_ids = torch.full((total, budget), self.pad_id, dtype=torch.long, device=self.device)
+        out_logp = torch.zeros((total, budget), dtype=torch.float32, device=self.device)
+        lengths = torch.full((total,), budget, dtype=torch.long, device=self.device)
+        stopped = torch.zeros(total, dtype=torch.bool, device=self.device)
+        active = torch.arange(total, device=self.device)
+
+        logits = self.decoder.prefill(ids, mask, budget)
+        for step in range(budget):
+            tokens, logp = sample_tokens(logits, params, generator)
+            out_ids[active, step] = tokens
+            out_logp[active, step] = logp
+            finished = tokens == self.eos_id
+            if finished.any():
+                lengths[active[finished]] = step + 1
+                stopped[active[finished]] = True
+                keep = (~finished).nonzero().squeeze(-1)
+                if keep.numel() == 0:
+                    break
+                active, tokens = active[keep], tokens[keep]
+                self.decoder.keep(keep)
+            if step + 1 < budget:
+                logits = self.decoder.step(tokens)
+
+        response_mask = response_mask_from_tokens(out_ids, self.eos_id, lengths)
+        out_ids = out_ids.masked_fill(response_mask == 0, self.pad_id)
+        width = int(lengths.max())
+        prompt_index = torch.arange(len(prompts)).repeat_interleave(params.n)
+        return Generation(
+            prompt_index=prompt_index,
+            response_ids=out_ids[:, :width].cpu(),
+            response_mask=response_mask[:, :width].cpu(),
+            log_probs=(out_logp * response_mask)[:, :width].cpu(),
+            stopped=stopped.cpu(),
+            version=self.version,
+        )

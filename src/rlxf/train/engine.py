@@ -1,0 +1,65 @@
+"""The single-process train engine: one model, its optimizer and schedule, gradient accumulation.
+
+``optimizer_step(micro_batches, loss_of)`` runs forward/backward on each micro-batch (the loss
+function returns that micro-batch's *share* of the mini-batch loss — see ``algos.aggregate_loss``),
+then clips and steps once. Actor, critic, SFT, DPO and reward-model training all go through it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+import torch
+
+from rlxf.config import OptimConfig
+
+LossFn = Callable[[object], tuple[torch.Tensor, dict[str, float]]]
+
+
+def build_optimizer(model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
+    params = [p for p in model.parameters() if p.requires_grad]
+    # foreach kernels are the fast path on CPU and GPU alike for many small tensors.
+    return torch.optim.AdamW(
+        params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay, foreach=True
+    )
+
+
+def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torch.optim.lr_scheduler.LRScheduler:
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup_steps) if warmup_steps else 1.0
+    )
+
+
+class TrainEngine:
+    def __init__(self, model: torch.nn.Module, cfg: OptimConfig) -> None:
+        self.model = model
+        self.cfg = cfg
+        self.optimizer = build_optimizer(model, cfg)
+        self.scheduler = warmup_schedule(self.optimizer, cfg.warmup_steps)
+
+    def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = defaultdict(float)
+        count = 0
+        for micro in micro_batches:
+            loss, metrics = loss_of(micro)
+            loss.backward()
+            totals["loss"] += float(loss.detach())
+            for name, value in metrics.items():
+                totals[name] += value
+            count += 1
+        grad_norm = self._clip_gradients()
+        self.optimizer.step()
+        self.scheduler.step()
+        # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
+        out = {name: (v if name == "loss" else v / count) for name, v in totals.items()}
+        out["grad_norm"] = grad_norm
+        out["lr"] = self.scheduler.get_last_lr()[0]
+        return out
+
+    def _clip_gradients(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        limit = self.cfg.grad_clip if self.cfg.grad_clip else float("inf")
+        return float(torch.nn.utils.clip_grad_norm_(params, limit))

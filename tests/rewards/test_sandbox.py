@@ -1,0 +1,317 @@
+"""Real (unmocked) hostile programs against the sandbox. Each must be contained while this process goes on."""
+
+from __future__ import annotations
+
+import os
+import random
+import resource
+import socket
+import tempfile
+import textwrap
+import time
+
+import pytest
+
+from rlxf.rewards.sandbox import (
+    CodeSandbox,
+    SandboxJob,
+    SandboxLimits,
+    available_isolation,
+    resolve_isolation,
+    run_python,
+)
+from rlxf.rewards.sandbox_limits import SandboxResult
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sandbox needs Linux /proc")
+
+FAST = SandboxLimits(cpu_seconds=1, wall_seconds=3, memory_mb=256, max_processes=16, max_output_bytes=100_000)
+BEST = available_isolation()
+# "auto" is what training uses; the weaker modes are the fallbacks for machines without (root) namespaces
+MODES = ["auto", "userns", "basic"]
+
+
+def _run(code: str, mode: str = "auto", limits: SandboxLimits = FAST, stdin: str = "") -> SandboxResult:
+    res = run_python(textwrap.dedent(code), stdin=stdin, limits=limits, isolation=mode)
+    assert res.error is None, res.error
+    return res
+
+
+def _mode_or_skip(mode: str) -> str:
+    if mode != "auto" and resolve_isolation(mode) != mode:
+        pytest.skip(f"isolation {mode!r} is not available here")
+    return mode
+
+
+def _pids_with_marker(marker: str) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read()
+            with open(f"/proc/{name}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker.encode() in cmd and state not in (b"Z", b"X"):
+            found.append(int(name))
+    return found
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------- basics
+
+
+def test_correct_program_runs_with_stdin_and_clean_cwd():
+    res = _run(
+        """
+        import os
+        a, b = map(int, input().split())
+        print(a + b)
+        print(sorted(os.listdir(".")), os.getcwd() == os.environ["HOME"] == os.environ["TMPDIR"])
+        """,
+        stdin="2 40\n",
+    )
+    assert res.ok and res.returncode == 0
+    lines = res.stdout.splitlines()
+    assert lines[0] == "42"
+    assert lines[1] == "['main.py'] True"
+    assert "rlimits" in res.isolation
+
+
+def test_exit_code_and_stderr_are_reported():
+    res = _run("import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)")
+    assert res.returncode == 3 and not res.ok and res.killed_reason is None
+    assert res.stderr.strip() == "oops"
+
+
+def test_workdir_is_deleted_afterwards():
+    res = _run("import os\nprint(os.getcwd())\nopen('junk.txt', 'w').write('x' * 1000)")
+    assert res.ok
+    assert not os.path.exists(res.stdout.strip())
+
+
+def test_auto_isolation_on_this_machine_is_reported():
+    res = _run("print(1)")
+    if BEST in ("namespaces", "userns"):
+        for layer in ("pid_ns", "net_ns", "mount_ns", "readonly_fs"):
+            assert layer in res.isolation
+    if os.geteuid() == 0 and BEST == "namespaces":
+        assert any(layer.startswith("uid:") and layer != "uid:unchanged" for layer in res.isolation)
+
+
+# ---------------------------------------------------------------------------------------------- hostile
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_infinite_loop_is_stopped(mode):
+    t0 = time.monotonic()
+    res = _run("while True:\n    pass\n", _mode_or_skip(mode))
+    assert res.timed_out and res.killed_reason in ("cpu_limit", "wall_timeout")
+    assert time.monotonic() - t0 < FAST.wall_seconds + 3
+
+
+def test_sleeping_program_hits_wall_clock():
+    res = _run("import time\ntime.sleep(60)", limits=SandboxLimits(wall_seconds=1))
+    assert res.timed_out and res.killed_reason == "wall_timeout"
+    assert res.wall_seconds < 3
+
+
+def test_fork_bomb_is_contained_and_nothing_survives():
+    marker = f"forkbomb{random.randrange(10**9)}"
+    t0 = time.monotonic()
+    res = _run(
+        f"""
+        import os, time
+        os.environ["MARK"] = "{marker}"
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                time.sleep(0.001)
+        """
+    )
+    assert res.killed_reason in ("process_limit", "wall_timeout", "cpu_limit")
+    assert time.monotonic() - t0 < FAST.wall_seconds + 5
+    assert len(res.pids) > 1  # it did fork
+    time.sleep(0.1)
+    assert not [p for p in res.pids if _pid_alive(p)]
+    # this process can still start processes
+    assert _run("print('after')").stdout == "after\n"
+
+
+def test_memory_bomb_fails_without_hurting_the_parent():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res = _run("x = []\nwhile True:\n    x.append(bytearray(50 * 1024 * 1024))\n")
+    assert res.returncode != 0 and not res.ok
+    assert "MemoryError" in res.stderr or res.killed_reason is not None
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_gigabytes_of_output_are_capped(mode):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    res = _run(
+        """
+        import sys
+        block = "x" * (1 << 20)
+        for _ in range(4096):  # 4 GiB
+            sys.stdout.write(block)
+        """,
+        _mode_or_skip(mode),
+    )
+    assert res.killed_reason == "output_limit" and res.output_truncated
+    assert len(res.stdout) + len(res.stderr) <= FAST.max_output_bytes
+    assert time.monotonic() - t0 < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cannot_read_trainer_environment(mode, monkeypatch):
+    secret = f"s3cr3t-{random.randrange(10**12)}"
+    monkeypatch.setenv("RLXF_TEST_SECRET_TOKEN", secret)
+    assert os.environ["RLXF_TEST_SECRET_TOKEN"] == secret
+    res = _run(
+        """
+        import os
+        print(dict(os.environ))
+        for pid in os.listdir("/proc"):
+            try:
+                print(open(f"/proc/{pid}/environ", "rb").read())
+            except OSError:
+                pass
+        """,
+        _mode_or_skip(mode),
+    )
+    assert res.ok
+    assert "HOME" in res.stdout  # it did print its environment
+    assert secret not in res.stdout and "RLXF_TEST_SECRET_TOKEN" not in res.stdout
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cannot_write_outside_its_directory(mode):
+    mode = _mode_or_skip(mode)
+    with tempfile.TemporaryDirectory() as outside:
+        # namespaces: make the directory world-writable so only the read-only mount can stop the write;
+        # basic mode has no mount namespace and relies on the dropped uid
+        if resolve_isolation(mode) != "basic":
+            os.chmod(outside, 0o777)
+        elif os.geteuid() != 0:
+            pytest.skip("basic mode without root cannot protect the user's own files")
+        target = os.path.join(outside, "pwned.txt")
+        res = _run(
+            f"""
+            for path in [{target!r}, "/tmp/rlxf_sandbox_pwned_{os.getpid()}"]:
+                try:
+                    with open(path, "w") as f:
+                        f.write("pwned")
+                    print("WROTE", path)
+                except OSError as e:
+                    print("DENIED", path, e.errno)
+            open("inside.txt", "w").write("fine")
+            print("INSIDE OK")
+            """,
+            mode,
+        )
+        assert "DENIED " + target in res.stdout, res.stdout
+        assert "INSIDE OK" in res.stdout
+        assert not os.path.exists(target)
+    if resolve_isolation(mode) != "basic":
+        assert not os.path.exists(f"/tmp/rlxf_sandbox_pwned_{os.getpid()}")
+    else:
+        try:
+            os.unlink(f"/tmp/rlxf_sandbox_pwned_{os.getpid()}")
+        except OSError:
+            pass
+
+
+def test_cannot_connect_to_a_local_listener():
+    if BEST == "basic":
+        pytest.skip("no network namespace available: network is NOT isolated (see docs/sandbox.md)")
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(0.3)
+    port = server.getsockname()[1]
+    try:
+        # the listener is reachable from an ordinary process
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            server.accept()[0].close()
+        res = _run(
+            f"""
+            import socket
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=2)
+                print("CONNECTED")
+            except OSError as e:
+                print("FAILED", e.errno)
+            """
+        )
+        assert res.ok and res.stdout.startswith("FAILED"), res.stdout
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_daemonized_children_do_not_survive(mode):
+    marker = f"{random.randrange(200, 900)}.{random.randrange(10**6):06d}"
+    res = _run(
+        f"""
+        import os, subprocess, time
+        p = subprocess.Popen(["sleep", "{marker}"], start_new_session=True,
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if os.fork() == 0:  # classic double-fork daemon
+            os.setsid()
+            if os.fork() == 0:
+                os.execvp("sleep", ["sleep", "{marker}"])
+            os._exit(0)
+        time.sleep(0.3)
+        print("started", p.poll() is None)
+        """,
+        _mode_or_skip(mode),
+    )
+    assert res.ok and res.stdout.strip() == "started True"
+    assert len(res.pids) >= 3  # the program, the Popen'd sleep, the daemon
+    assert not [p for p in res.pids if _pid_alive(p)]
+    assert _pids_with_marker(marker) == []
+
+
+# ---------------------------------------------------------------------------------------------- parallel
+
+
+def test_run_many_keeps_order_and_runs_in_parallel():
+    sandbox = CodeSandbox(max_workers=8, limits=FAST)
+    jobs = [
+        SandboxJob(f"import time\ntime.sleep(0.5)\nprint({i} * int(input()))", stdin="3") for i in range(8)
+    ]
+    t0 = time.monotonic()
+    results = sandbox.run_many(jobs)
+    elapsed = time.monotonic() - t0
+    assert [r.stdout.strip() for r in results] == [str(3 * i) for i in range(8)]
+    assert all(r.ok for r in results)
+    assert elapsed < 8 * 0.5  # sequential would take > 4 s
+
+
+def test_run_many_accepts_plain_jobs_and_mixed_outcomes():
+    results = CodeSandbox(max_workers=3, limits=FAST).run_many(
+        ["print('a')", ("print(input())", "b"), "raise SystemExit(2)", "while True: pass"]
+    )
+    assert [r.returncode for r in results[:3]] == [0, 0, 2]
+    assert results[1].stdout == "b\n"
+    assert results[3].timed_out
+
+
+def test_bad_isolation_name_is_rejected():
+    with pytest.raises(ValueError):
+        run_python("print(1)", isolation="chroot")
