@@ -140,7 +140,18 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, raw = text.split("=", 1)
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override {text!r} has an empty key")
-    return key.split("."), yaml.safe_load(raw) if raw != "" else ""
+    return key.split("."), _parse_value(raw)
+
+
+def _parse_value(raw: str) -> Any:
+    """YAML scalars and lists, plus the floats YAML 1.1 reads as strings (``3e-4``)."""
+    value = yaml.safe_load(raw) if raw != "" else ""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
 
 
 def apply_override(tree: dict, path: list[str], value: Any) -> None:

@@ -1,8 +1,14 @@
 """Multi-digit arithmetic with verifiable answers: the default recipe's task.
 
-Problems ``a+b=`` (and ``-``, ``*`` when asked) with operands of up to ``digits`` digits. The held-out
-eval split is a seeded sample of the problem space, removed from the train split, so evaluation
-never sees a trained problem. The reference response is the bare number.
+Problems ``a+b=`` (and ``-``, ``*`` when asked): ``a`` has up to ``digits`` digits, ``b`` up to
+``b_digits`` (default: ``digits``). The held-out eval split is a seeded sample of the problem
+space, removed from the train split, so evaluation never sees a trained problem.
+
+``answer`` is always the true result (what the reward checks). ``sft_target`` is the response the
+SFT stage imitates: the true result, except that with ``sloppy_teacher=p`` a seeded fraction ``p`` of
+the training additions that carry are demonstrated by a teacher that forgets carries (``347+8=345``).
+That is the usual setting of RL from verifiable rewards: demonstrations teach the format and most of
+the skill, and RL against a verifier fixes what the demonstrator got wrong.
 """
 
 from __future__ import annotations
@@ -15,24 +21,44 @@ from rlxf.data.tasks import TASKS, TaskSplits
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
-def arithmetic_row(a: int, op: str, b: int) -> dict:
-    answer = OPERATORS[op](a, b)
-    return {"prompt": f"{a}{op}{b}=", "answer": str(answer), "sft_target": str(answer)}
+def add_without_carry(a: int, b: int) -> int:
+    """Digit-wise sum mod 10: the answer of a teacher that forgets every carry."""
+    result, place = 0, 1
+    while a or b:
+        result += ((a % 10 + b % 10) % 10) * place
+        a, b, place = a // 10, b // 10, place * 10
+    return result
+
+
+def arithmetic_row(a: int, op: str, b: int, reverse: bool = False, sloppy: bool = False) -> dict:
+    answer = str(OPERATORS[op](a, b))
+    target = str(add_without_carry(a, b)) if sloppy and op == "+" else answer
+    if reverse:
+        answer, target = answer[::-1], target[::-1]
+    return {"prompt": f"{a}{op}{b}=", "answer": answer, "sft_target": target}
 
 
 @TASKS.register("arithmetic")
 def arithmetic_task(
-    seed: int, eval_size: int, digits: int = 2, ops: str = "+", min_digits: int = 1
+    seed: int, eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None,
+    reverse: bool = False, sloppy_teacher: float = 0.0,
 ) -> TaskSplits:
     unknown = set(ops) - set(OPERATORS)
     if unknown:
         raise ValueError(f"arithmetic task: unknown operators {sorted(unknown)}; known: {sorted(OPERATORS)}")
-    low, high = (10 ** (min_digits - 1) if min_digits > 1 else 0), 10**digits
-    problems = [(a, op, b) for op in ops for a in range(low, high) for b in range(low, high)]
+    if not 0.0 <= sloppy_teacher <= 1.0:
+        raise ValueError(f"arithmetic task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
+    problems = [
+        (a, op, b) for op in ops for a in range(10**digits) for b in range(10 ** (b_digits or digits))
+    ]
     if eval_size >= len(problems):
         raise ValueError(f"arithmetic task: eval_size {eval_size} leaves no training problems")
     rng = random.Random(seed)
     held_out = set(rng.sample(range(len(problems)), eval_size))
-    train = [arithmetic_row(*p) for i, p in enumerate(problems) if i not in held_out]
-    evals = [arithmetic_row(*problems[i]) for i in sorted(held_out)]
+    teacher = random.Random(seed + 1)
+    train = [
+        arithmetic_row(*p, reverse=reverse, sloppy=teacher.random() < sloppy_teacher)
+        for i, p in enumerate(problems) if i not in held_out
+    ]
+    evals = [arithmetic_row(*problems[i], reverse=reverse) for i in sorted(held_out)]
     return TaskSplits(train=train, eval=evals)

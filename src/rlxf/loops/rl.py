@@ -96,6 +96,7 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
             config.data.chat_template, config.data.max_prompt_tokens,
         )
         write(f"SFT done: loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.3f}")
+        rollout.update_weights(policy.state_dict(), version=0)
     reference_dir = run_dir / "reference"
     reference = None
     if algo.uses_reference:

@@ -23,7 +23,8 @@ class HFGenerateEngine:
             self.model.load_state_dict(state_dict, strict=False)
         self.version = version
 
-    @torch.inference_mode()
+    # no_grad, not inference_mode: the returned ids and log-probs feed autograd-tracked training.
+    @torch.no_grad()
     def generate(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None = None
     ) -> Generation:

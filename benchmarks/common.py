@@ -1,0 +1,30 @@
+"""Shared helpers for benchmark scripts: alternating timed runs and JSON output."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable
+
+
+def alternate(runs: dict[str, Callable[[], object]], reps: int, warmup: int = 1) -> dict[str, list[float]]:
+    """Time each callable ``reps`` times, interleaved (a, b, a, b, ...) so background load hits all alike."""
+    for _ in range(warmup):
+        for fn in runs.values():
+            fn()
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(reps):
+        for name, fn in runs.items():
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    return seconds
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def emit(result: dict) -> None:
+    print(json.dumps(result, indent=1))
