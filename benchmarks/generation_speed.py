@@ -18,7 +18,6 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import alternate, emit, median  # noqa: E402
-
 from rlxf.data.arithmetic import arithmetic_task  # noqa: E402
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
 from rlxf.rollout.engine import build_engine  # noqa: E402

@@ -26,7 +26,7 @@ def _write(text: str) -> None:
 
 def cmd_train(ns: argparse.Namespace) -> int:
     from rlxf.config import load_config
-    from rlxf.loops.rl import train_rl
+    from rlxf.loops import get_loop
 
     recipe, overrides = _split_recipe(ns.args)
     if ns.resume:
@@ -36,7 +36,7 @@ def cmd_train(ns: argparse.Namespace) -> int:
         config = load_config(recipe or saved, [*overrides, f"run_dir={ns.resume}"])
     else:
         config = load_config(recipe, overrides)
-    summary = train_rl(config, resume=bool(ns.resume), write=_write)
+    summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
     print(f"run directory: {config.run_dir}")
     return 0

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rlxf.algos import AlgorithmConfig
 
@@ -100,6 +100,7 @@ class LoggingConfig(Section):
 
 
 class Config(Section):
+    loop: str = "rl"  # the controller: rl (synchronous on-policy); see rlxf.loops.LOOPS
     seed: int = 0
     run_dir: str = "runs/default"
     threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = leave torch's default
@@ -113,6 +114,15 @@ class Config(Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+    @field_validator("loop")
+    @classmethod
+    def _known_loop(cls, name: str) -> str:
+        from rlxf.loops import LOOP_MODULES, LOOPS
+
+        if name not in LOOP_MODULES and name not in LOOPS:
+            raise ValueError(f"unknown loop {name!r}; known: {sorted(set(LOOP_MODULES) | set(LOOPS.names()))}")
+        return name
 
     @model_validator(mode="after")
     def _batch_sizes_divide(self) -> Config:

@@ -52,3 +52,8 @@ def test_missing_recipe_and_malformed_override(tmp_path):
         load_config(tmp_path / "nope.yaml")
     with pytest.raises(ConfigError, match="key.path=value"):
         load_config(None, ["train.steps"])
+
+
+def test_unknown_loop_is_named():
+    with pytest.raises(ConfigError, match=r"config key 'loop'.*unknown loop 'nope'"):
+        load_config(None, ["loop=nope"])

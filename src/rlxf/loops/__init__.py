@@ -1,0 +1,24 @@
+"""The controllers, by name: ``loop: rl`` (the default) in a recipe picks ``train_rl``.
+
+A loop is a function ``(config, resume, write) -> summary dict``; adding one is a function in its own
+file plus one ``LOOPS.register`` line.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from rlxf.registry import Registry
+
+LOOPS: Registry = Registry("loop")
+
+# name -> module that registers it; imported on first use so `import rlxf` stays light.
+LOOP_MODULES = {
+    "rl": "rlxf.loops.rl",
+}
+
+
+def get_loop(name: str):
+    if name not in LOOPS and name in LOOP_MODULES:
+        importlib.import_module(LOOP_MODULES[name])
+    return LOOPS.get(name)

@@ -23,6 +23,7 @@ from rlxf.algos.masked import masked_mean
 from rlxf.config import Config, dump_config
 from rlxf.data.prompts import PromptStream
 from rlxf.eval.accuracy import evaluate
+from rlxf.loops import LOOPS
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import (
     build_basics,
@@ -68,6 +69,7 @@ def prepare_run_dir(run_dir: Path, resume: bool, write: Callable[[str], None]) -
     run_dir.mkdir(parents=True, exist_ok=True)
 
 
+@LOOPS.register("rl")
 def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] = print) -> dict:
     """Run (or resume) the recipe; returns the summary that is also written to ``summary.json``."""
     started = time.time()

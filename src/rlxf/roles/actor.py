@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
@@ -38,7 +40,7 @@ class ActorRole:
             normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
             history.append(
                 self.engine.optimizer_step(
-                    micro_batches(mini, self.micro_batch_size), lambda m: self._loss(m, normaliser)
+                    micro_batches(mini, self.micro_batch_size), partial(self._loss, normaliser=normaliser)
                 )
             )
         return history

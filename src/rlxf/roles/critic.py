@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, value_loss
@@ -48,10 +50,11 @@ class CriticRole:
             normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
             history.append(
                 self.engine.optimizer_step(
-                    micro_batches(mini, self.micro_batch_size),
-                    lambda m: value_loss(
-                        self.algo, response_values(self.model, m), m.values, m.returns, m.loss_mask, normaliser
-                    ),
+                    micro_batches(mini, self.micro_batch_size), partial(self._loss, normaliser=normaliser)
                 )
             )
         return history
+
+    def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:
+        values = response_values(self.model, micro)
+        return value_loss(self.algo, values, micro.values, micro.returns, micro.loss_mask, normaliser)
