@@ -18,7 +18,13 @@ from pathlib import Path
 
 import torch
 
-from rlxf.algos import apply_kl_to_rewards, compute_advantages, kl_controller_from_config, kl_per_token
+from rlxf.algos import (
+    apply_kl_to_rewards,
+    compute_advantages,
+    kl_controller_from_config,
+    kl_per_token,
+    token_rewards_from_scores,
+)
 from rlxf.algos.masked import masked_mean
 from rlxf.config import Config, dump_config
 from rlxf.data.prompts import PromptStream
@@ -176,8 +182,6 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
             with timer("values"):
                 batch.values = critic.compute_values(batch)
         with timer("advantages"):
-            from rlxf.algos import token_rewards_from_scores
-
             token_rewards = token_rewards_from_scores(batch.rewards.to(mask.device), mask)
             if reference is not None and algo.kl_in_reward:
                 token_rewards, seq_kl = apply_kl_to_rewards(

@@ -54,7 +54,7 @@ def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tup
     return ids.to(device), mask.to(device)
 
 
-def response_mask_from_tokens(response_ids: torch.Tensor, eos_id: int, lengths: torch.Tensor) -> torch.Tensor:
+def response_mask_from_lengths(response_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     """1 on positions < length (length counts the EOS token when there is one)."""
     positions = torch.arange(response_ids.shape[1], device=response_ids.device)
     return (positions[None, :] < lengths[:, None]).long()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad
+from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
 
 
@@ -48,9 +48,9 @@ class HFGenerateEngine:
         log_probs = (logits / scale).log_softmax(-1).gather(-1, response[..., None]).squeeze(-1)
         is_eos = response == self.eos_id
         stopped = is_eos.any(-1)
-        first_eos = torch.where(stopped, is_eos.float().argmax(-1) + 1, torch.full_like(stopped, response.shape[1], dtype=torch.long))
-        positions = torch.arange(response.shape[1], device=response.device)
-        response_mask = (positions[None] < first_eos[:, None]).long()
+        budget = torch.full_like(stopped, response.shape[1], dtype=torch.long)
+        lengths = torch.where(stopped, is_eos.float().argmax(-1) + 1, budget)
+        response_mask = response_mask_from_lengths(response, lengths)
         return Generation(
             prompt_index=torch.arange(len(prompts)).repeat_interleave(params.n),
             response_ids=response.masked_fill(response_mask == 0, self.pad_id).cpu(),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from rlxf.rollout.decoders import make_decoder
-from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_tokens
+from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
 
@@ -59,7 +59,7 @@ class TorchRolloutEngine:
             if step + 1 < budget:
                 logits = self.decoder.step(tokens)
 
-        response_mask = response_mask_from_tokens(out_ids, self.eos_id, lengths)
+        response_mask = response_mask_from_lengths(out_ids, lengths)
         out_ids = out_ids.masked_fill(response_mask == 0, self.pad_id)
         width = int(lengths.max())
         prompt_index = torch.arange(len(prompts)).repeat_interleave(params.n)
