@@ -23,8 +23,9 @@ Per-token fields (filled in by the stage named):
   spread over tokens when the KL sits in the reward).
 * ``advantages`` / ``returns`` — from the advantage estimator.
 
-Per-sample fields: ``rewards`` [B] (the scorer's sequence score), ``group_ids`` [B] (rows with the
-same id answer the same prompt), ``truncated`` [B] (hit the length budget without stopping), and
+Per-sample fields: ``rewards`` [B] (the scorer's sequence score), ``baseline_rewards`` [B] (ReMax:
+the score of the greedy response to the row's prompt), ``group_ids`` [B] (rows with the same id
+answer the same prompt), ``truncated`` [B] (hit the length budget without stopping), and
 ``metadata`` (a list of B dicts: the task's answer, reward components, ...).
 """
 
@@ -49,6 +50,7 @@ TENSOR_FIELDS = (
     "advantages",
     "returns",
     "rewards",
+    "baseline_rewards",
     "group_ids",
     "truncated",
 )
@@ -69,6 +71,7 @@ class TrajectoryBatch:
     ref_log_probs: torch.Tensor | None = None
     values: torch.Tensor | None = None
     rewards: torch.Tensor | None = None
+    baseline_rewards: torch.Tensor | None = None
     token_rewards: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None

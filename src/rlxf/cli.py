@@ -1,4 +1,4 @@
-"""Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``,
+"""Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...]``, ``rlxf algorithms``. Thin: parse, load config, call a loop."""
 
 from __future__ import annotations
@@ -59,6 +59,25 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve_reward(ns: argparse.Namespace) -> int:
+    from rlxf.config import load_config
+    from rlxf.rewards.registry import build_reward
+    from rlxf.rewards.server import make_reward_server
+
+    recipe, overrides = _split_recipe(ns.args)
+    cfg = load_config(recipe, overrides).reward
+    server = make_reward_server(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port)
+    host, port = server.server_address[:2]
+    print(f"serving reward {cfg.function!r} on http://{host}:{port} (POST /score, GET /health)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def cmd_algorithms(ns: argparse.Namespace) -> int:
     from rlxf.algos import describe_presets
 
@@ -77,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     ev.add_argument("--model", help="model folder (default: the recipe's model.path)")
     ev.set_defaults(func=cmd_eval)
+    serve = sub.add_parser("serve-reward", help="serve the recipe's reward over HTTP (POST /score)")
+    serve.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    serve.add_argument("--port", type=int, default=8088)
+    serve.set_defaults(func=cmd_serve_reward)
     algos = sub.add_parser("algorithms", help="list the algorithm presets")
     algos.set_defaults(func=cmd_algorithms)
     return parser

@@ -19,7 +19,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rlxf.algos import AlgorithmConfig
+from rlxf.algos import AlgorithmConfig, PreferenceLossConfig
+from rlxf.runtime.config import RuntimeConfig
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
 
@@ -60,12 +61,32 @@ class RewardConfig(Section):
     timeout_seconds: float | None = Field(300.0, gt=0)  # a reward call that takes longer stops the run, named
 
 
+class EnvConfig(Section):
+    """Multi-turn rollouts (docs/environments.md); no ``name`` = single-turn generation."""
+
+    name: str | None = None  # a registered environment (tool_use, simulated_user, single_turn) or module:Class
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_turns: int = Field(4, ge=1)  # policy turns per trajectory
+    max_total_tokens: int = Field(128, ge=1)  # response budget: all policy turns and observations together
+
+
+class MonitorConfig(Section):
+    """Reward-hacking monitors, logged every RL step (docs/rewards.md)."""
+
+    verifier: str | None = None  # a held-out reward scoring the same samples (name or module:attr)
+    verifier_kwargs: dict[str, Any] = Field(default_factory=dict)
+    window: int = Field(8, ge=2)  # steps over which trends (slopes) are measured
+    min_slope: float = Field(0.0, ge=0)  # alarm: reward slope > min_slope while verifier slope < -min_slope
+
+
 class OptimConfig(Section):
     lr: float = Field(1e-4, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float | None = 1.0
     warmup_steps: int = Field(0, ge=0)
+    # bf16 autocast of the forward/backward (weights and optimizer stay in model.dtype); see train/precision.py
+    autocast: Literal["none", "bfloat16"] = "none"
 
 
 class TrainConfig(Section):
@@ -83,10 +104,21 @@ class SFTConfig(Section):
     optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3))
 
 
+class PreferenceConfig(Section):
+    """The offline pair loops (``loop: dpo`` and ``loop: reward_model``); batch sizes count pairs."""
+
+    loss: PreferenceLossConfig = Field(default_factory=PreferenceLossConfig)  # dpo | ipo | cdpo | simpo
+    steps: int = Field(100, ge=0)
+    batch_size: int = Field(32, ge=1)  # pairs per optimizer step
+    micro_batch_size: int = Field(32, ge=1)  # pairs per forward/backward pass
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-4))
+
+
 class EvalConfig(Section):
-    every: int = Field(25, ge=0)  # RL steps between held-out evaluations; 0 = only at start and end
+    every: int = Field(25, ge=0)  # steps between held-out evaluations; 0 = only at start and end
     batch_size: int = Field(256, ge=1)
     max_new_tokens: int | None = None  # default: rollout.max_new_tokens
+    reward: RewardConfig | None = None  # held-out scoring; default: the training reward (e.g. the rule while training on a reward model)
 
 
 class CheckpointConfig(Section):
@@ -99,8 +131,18 @@ class LoggingConfig(Section):
     sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
 
 
+class AsyncRLConfig(Section):
+    """``loop: rl_async`` (loops/rl_async.py): generation overlaps training, with bounded staleness."""
+
+    max_staleness: int = Field(1, ge=0)  # trainer version - oldest token's version of a trained sample; 1 = one-step-off-policy
+    queue_size: int = Field(1, ge=1)  # scored batches (one step each) waiting for the trainer
+    interruptible: bool = True  # new weights are loaded mid-generation (partial rollouts)
+    chunk_steps: int = Field(8, ge=1)  # decode steps between checks for new weights
+    off_policy_correction: bool = True  # algorithm.tis_level none -> token (capped at algorithm.tis_cap)
+
+
 class Config(Section):
-    loop: str = "rl"  # the controller: rl (synchronous on-policy); see rlxf.loops.LOOPS
+    loop: str = "rl"  # the controller: rl (synchronous on-policy), sft, dpo, reward_model; see rlxf.loops.LOOPS
     seed: int = 0
     run_dir: str = "runs/default"
     threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = leave torch's default
@@ -108,12 +150,17 @@ class Config(Section):
     data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     reward: RewardConfig = Field(default_factory=RewardConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     sft: SFTConfig = Field(default_factory=SFTConfig)
+    preference: PreferenceConfig = Field(default_factory=PreferenceConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    async_rl: AsyncRLConfig = Field(default_factory=AsyncRLConfig)  # loop: rl_async only
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)  # where roles live (rlxf/runtime/config.py)
 
     @field_validator("loop")
     @classmethod

@@ -12,16 +12,20 @@ class DatasetError(ValueError):
     """A dataset file or row that cannot be used; the message names the file and the row."""
 
 
-def read_rows(path: str | Path) -> list[dict]:
+def read_records(path: str | Path) -> list[dict]:
+    """The raw JSON objects of a JSONL or Parquet file (row ``i`` is line / record ``i + 1``)."""
     path = Path(path)
     if not path.exists():
         raise DatasetError(f"dataset {str(path)!r} does not exist")
     if path.suffix == ".parquet":
-        rows = _read_parquet(path)
-    elif path.suffix in (".jsonl", ".json"):
-        rows = _read_jsonl(path)
-    else:
-        raise DatasetError(f"dataset {str(path)!r}: expected .jsonl or .parquet")
+        return _read_parquet(path)
+    if path.suffix in (".jsonl", ".json"):
+        return _read_jsonl(path)
+    raise DatasetError(f"dataset {str(path)!r}: expected .jsonl or .parquet")
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    rows = read_records(path)
     for number, row in enumerate(rows, start=1):
         validate_row(row, f"{path}:{number}")
     return rows

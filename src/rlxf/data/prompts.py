@@ -11,10 +11,10 @@ from rlxf.data.tasks import TASKS, TaskSplits
 
 def load_task(data_config, seed: int) -> TaskSplits:
     # Importing the modules registers their tasks.
-    from rlxf.data import arithmetic, files  # noqa: F401
+    from rlxf.data import arithmetic, files, preferences, reasoning_gym, tool_arithmetic  # noqa: F401
 
     args = dict(data_config.task_args)
-    if data_config.task == "file":
+    if data_config.path is not None:  # the file tasks (file, preference_file)
         args.update(path=data_config.path, eval_path=data_config.eval_path)
     return TASKS.get(data_config.task)(seed=seed, eval_size=data_config.eval_size, **args)
 

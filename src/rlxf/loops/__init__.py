@@ -15,6 +15,10 @@ LOOPS: Registry = Registry("loop")
 # name -> module that registers it; imported on first use so `import rlxf` stays light.
 LOOP_MODULES = {
     "rl": "rlxf.loops.rl",
+    "rl_async": "rlxf.loops.rl_async",
+    "sft": "rlxf.loops.sft_loop",
+    "dpo": "rlxf.loops.dpo",
+    "reward_model": "rlxf.loops.reward_model",
 }
 
 

@@ -19,6 +19,7 @@ class RunState:
     shuffle_rng: str = ""  # mini-batch shuffling generator state
     kl_coef: float | None = None  # the (adaptive) KL controller's current value
     initial_eval_accuracy: float | None = None
+    initial_eval: dict = field(default_factory=dict)  # the whole first evaluation (offline loops)
     last_eval: dict = field(default_factory=dict)
     wall_seconds: float = 0.0  # wall time spent by this run up to the checkpoint, over all resumes
 
@@ -34,12 +35,10 @@ class RunState:
 
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
     tmp = ckpt.begin_checkpoint(run_dir, state.step)
-    actor.model.save_pretrained(tmp / "policy")
+    actor.save_checkpoint(tmp)
     tokenizer.save_pretrained(tmp / "policy")
-    ckpt.save_optimizer(actor.engine.optimizer, actor.engine.scheduler, tmp, "actor")
     if critic is not None:
-        ckpt.save_module(critic.model, tmp / "critic.safetensors")
-        ckpt.save_optimizer(critic.engine.optimizer, critic.engine.scheduler, tmp, "critic")
+        critic.save_checkpoint(tmp)
     (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))
     return ckpt.commit_checkpoint(tmp, keep_last)
 
@@ -49,7 +48,6 @@ def load_run_state(checkpoint: Path) -> RunState:
 
 
 def load_trainer_states(checkpoint: Path, actor, critic) -> None:
-    ckpt.load_optimizer(actor.engine.optimizer, actor.engine.scheduler, checkpoint, "actor")
+    actor.load_checkpoint(checkpoint)
     if critic is not None:
-        ckpt.load_module(critic.model, checkpoint / "critic.safetensors")
-        ckpt.load_optimizer(critic.engine.optimizer, critic.engine.scheduler, checkpoint, "critic")
+        critic.load_checkpoint(checkpoint)

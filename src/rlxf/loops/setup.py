@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 import transformers
 
-from rlxf.config import Config
+from rlxf.config import Config, RewardConfig
 from rlxf.data.prompts import load_task
 from rlxf.data.tasks import TaskSplits
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
@@ -39,21 +39,25 @@ class Basics:
     tokenizer: transformers.PreTrainedTokenizerBase
     task: TaskSplits
     reward: RewardRole
+    eval_reward: RewardRole  # scores held-out answers: ``eval.reward``, else the training reward
 
 
-def build_basics(config: Config, cache_dir: str = ".cache/models") -> Basics:
+def build_reward_role(cfg: RewardConfig) -> RewardRole:
+    return RewardRole(build_reward(cfg.function, cfg.kwargs), cfg.function, cfg.timeout_seconds)
+
+
+def build_basics(config: Config, cache_dir: str = ".cache/models", runtime=None) -> Basics:
+    """``runtime`` (rlxf.runtime) places the training reward role; None keeps it in this process."""
     configure_torch(config)
     model_path = resolve_model_path(config.model.path, cache_dir)
+    reward = runtime.place("reward", build_reward_role, config.reward) if runtime else build_reward_role(config.reward)
     return Basics(
         device=pick_device(config.model.device),
         model_path=model_path,
         tokenizer=load_tokenizer(model_path),
         task=load_task(config.data, config.seed),
-        reward=RewardRole(
-            build_reward(config.reward.function, config.reward.kwargs),
-            config.reward.function,
-            config.reward.timeout_seconds,
-        ),
+        reward=reward,
+        eval_reward=build_reward_role(config.eval.reward) if config.eval.reward else reward,
     )
 
 
@@ -61,11 +65,22 @@ def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
     return load_causal_lm(path, config.model.dtype, device)
 
 
-def build_rollout(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
-    """The embedded runtime's rollout engine decodes with the policy's own weights (no extra copy for
-    the generic decoder; the fast decoder keeps its own fused layout)."""
+def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
+    """In this process the engine decodes with the policy's own weights (no extra copy for the generic
+    decoder; the fast decoder keeps its own fused layout); on Ray the actor gets its own copy."""
     engine = build_engine(config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    if config.env.name:  # multi-turn: an environment answers each policy turn (roles/env_rollout.py)
+        from rlxf.roles.env_rollout import EnvRolloutRole
+
+        return EnvRolloutRole(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens, config.env)
     return RolloutRole(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+
+
+def build_rollout(config: Config, policy: torch.nn.Module, tokenizer, runtime=None) -> RolloutRole:
+    """The rollout role, placed by ``runtime`` (rlxf.runtime) when given."""
+    if runtime is None:
+        return make_rollout_role(config, policy, tokenizer)
+    return runtime.place("rollout", make_rollout_role, config, policy, tokenizer)
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

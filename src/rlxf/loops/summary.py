@@ -6,13 +6,15 @@ import json
 from pathlib import Path
 
 
-def write_summary(run_dir: Path, state, wall_seconds: float, steps: int) -> dict:
+def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: dict | None = None) -> dict:
+    """``extra`` adds loop-specific entries (the offline loops add their whole first and last evaluation)."""
     summary = {
         "initial_eval_accuracy": state.initial_eval_accuracy,
         "final_eval_accuracy": state.last_eval.get("eval/accuracy"),
         "final_eval_reward": state.last_eval.get("eval/reward"),
         "steps": steps,
         "wall_seconds": round(wall_seconds, 2),
+        **(extra or {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rlxf.rewards.base import RewardOutput
+from rlxf.rewards.registry import REWARDS
 from rlxf.rewards.sandbox import CodeSandbox, SandboxJob, SandboxResult
 from rlxf.rewards.sandbox_limits import SandboxLimits
 
@@ -154,3 +155,6 @@ class CodeTestsReward:
         if test.kind == "assert":
             return True
         return not res.output_truncated and outputs_match(res.stdout, test.expected)
+
+
+REWARDS.register("code_tests")(CodeTestsReward)

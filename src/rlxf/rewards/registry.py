@@ -10,6 +10,12 @@ from rlxf.rewards.base import Reward, as_reward
 
 REWARDS: Registry = Registry("reward")
 
+# Modules whose import registers the built-in rewards (imported on first use; heavy imports stay lazy).
+BUILTIN_REWARD_MODULES = (
+    "arithmetic", "math_answer", "format", "length", "mix", "code_reward", "reward_model", "judge",
+    "remote", "env_reward", "reasoning_gym",
+)
+
 
 def import_object(dotted: str) -> Any:
     """``package.module:attr`` or ``package.module.attr`` -> the object."""
@@ -28,9 +34,13 @@ def import_object(dotted: str) -> Any:
         raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def build_reward(name: str, kwargs: dict | None = None) -> Reward:
-    from rlxf.rewards import arithmetic  # noqa: F401  (registers the built-in rewards)
+def register_builtin_rewards() -> None:
+    for module in BUILTIN_REWARD_MODULES:
+        importlib.import_module(f"rlxf.rewards.{module}")
 
+
+def build_reward(name: str, kwargs: dict | None = None) -> Reward:
+    register_builtin_rewards()
     kwargs = kwargs or {}
     factory = REWARDS.get(name) if name in REWARDS else import_object(name)
     if isinstance(factory, type):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.config import OptimConfig
+from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
 from rlxf.train.micro_batches import micro_batches
@@ -32,6 +34,19 @@ class ActorRole:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         return self.model.state_dict()
+
+    def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
+        """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
+        return pack_weights(self.model.state_dict(), version, bucket_bytes)
+
+    def save_checkpoint(self, out_dir: Path) -> None:
+        """``policy/`` (loads with AutoModelForCausalLM) and ``actor.optimizer.*`` into ``out_dir``."""
+        self.model.save_pretrained(Path(out_dir) / "policy")
+        self.engine.save_state(Path(out_dir), "actor")
+
+    def load_checkpoint(self, in_dir: Path) -> None:
+        """The optimizer state (the weights were loaded with the policy)."""
+        self.engine.load_state(Path(in_dir), "actor")
 
     def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""

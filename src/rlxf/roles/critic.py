@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 import torch
 
@@ -10,6 +11,7 @@ from rlxf.algos import AlgorithmConfig, LossNormaliser, value_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.config import OptimConfig
 from rlxf.models.value_head import ValueModel
+from rlxf.train import checkpoint as ckpt
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import pad_columns
 from rlxf.train.micro_batches import micro_batches
@@ -54,6 +56,14 @@ class CriticRole:
                 )
             )
         return history
+
+    def save_checkpoint(self, out_dir: Path) -> None:
+        ckpt.save_module(self.model, Path(out_dir) / "critic.safetensors")
+        self.engine.save_state(Path(out_dir), "critic")
+
+    def load_checkpoint(self, in_dir: Path) -> None:
+        ckpt.load_module(self.model, Path(in_dir) / "critic.safetensors")
+        self.engine.load_state(Path(in_dir), "critic")
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:
         values = response_values(self.model, micro)

@@ -7,7 +7,7 @@ import concurrent.futures as futures
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.rewards.base import Reward, RewardOutput
+from rlxf.rewards.base import Reward, RewardOutput, call_reward
 
 
 class RewardError(RuntimeError):
@@ -22,7 +22,7 @@ class RewardRole:
         self._pool = futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="reward")
 
     def score(self, prompts: list[str], responses: list[str], metadata: list[dict]) -> RewardOutput:
-        job = self._pool.submit(self.reward.score, prompts, responses, metadata)
+        job = self._pool.submit(call_reward, self.reward, prompts, responses, metadata, self.name)
         try:
             out = job.result(timeout=self.timeout_seconds)
         except futures.TimeoutError:
@@ -40,6 +40,8 @@ class RewardRole:
 
     def score_batch(self, batch: TrajectoryBatch, prompts: list[str], responses: list[str]) -> dict[str, float]:
         """Fill ``batch.rewards`` and each row's reward components; return mean reward metrics."""
+        for row, length in zip(batch.metadata, batch.response_lengths.tolist()):
+            row["response_tokens"] = int(length)
         out = self.score(prompts, responses, batch.metadata)
         batch.rewards = torch.tensor(out.scores, dtype=torch.float32)
         metrics = {"reward/mean": float(batch.rewards.mean())}

@@ -9,6 +9,7 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.data.prompts import encode_prompts
 from rlxf.rollout.engine import RolloutEngine, left_pad
 from rlxf.rollout.sampling import SamplingParams
+from rlxf.runtime.weight_sync import WeightBuckets, engine_report, unpack_weights
 
 
 class RolloutRole:
@@ -26,6 +27,11 @@ class RolloutRole:
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         self.engine.update_weights(state_dict, version)
+
+    def load_weights(self, packed: WeightBuckets, checksum: bool = False) -> dict:
+        """A bucketed sync (runtime/weight_sync.py); returns the engine's version (and weight digests)."""
+        self.engine.update_weights(unpack_weights(packed), packed.version)
+        return engine_report(self.engine, checksum)
 
     def generate(
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,

@@ -1,8 +1,14 @@
 """The built-in rollout engine: a lean sampling loop over a KV-cache decoder.
 
-Finished sequences leave the batch (``decoder.keep``), so late steps cost what the unfinished rows
-cost. The decoder is ``rollout/decoders``' fast Llama-family implementation where the architecture
-allows, else a generic transformers-cache decoder.
+* Shared prefill: the ``n`` samples of a prompt share its prefix, so each prompt is prefilled once
+  and its KV cache (and first-token logits) are then expanded ``n`` times (``decoder.keep`` with
+  repeated rows) — prefill costs ``1/n`` of a per-sample prefill.
+* Finished sequences leave the batch (``decoder.keep``), so late steps cost what the unfinished rows
+  cost.
+* No per-token work grows in Python with the batch: one sampling call and one decoder step per token.
+
+The decoder is ``rollout/decoders``' fast Llama-family implementation where the architecture allows,
+else a generic transformers-cache decoder.
 """
 
 from __future__ import annotations
@@ -33,9 +39,8 @@ class TorchRolloutEngine:
     def generate(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None = None
     ) -> Generation:
-        expanded = [p for p in prompts for _ in range(params.n)]
-        ids, mask = left_pad(expanded, self.pad_id, self.device)
-        total, budget = len(expanded), params.max_new_tokens
+        ids, mask = left_pad(prompts, self.pad_id, self.device)
+        total, budget = len(prompts) * params.n, params.max_new_tokens
         out_ids = torch.full((total, budget), self.pad_id, dtype=torch.long, device=self.device)
         out_logp = torch.zeros((total, budget), dtype=torch.float32, device=self.device)
         lengths = torch.full((total,), budget, dtype=torch.long, device=self.device)
@@ -43,10 +48,18 @@ class TorchRolloutEngine:
         active = torch.arange(total, device=self.device)
 
         logits = self.decoder.prefill(ids, mask, budget)
+        if params.n > 1:  # row i * n + j is sample j of prompt i
+            rows = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
+            self.decoder.keep(rows)
+            logits = logits.index_select(0, rows)
         for step in range(budget):
             tokens, logp = sample_tokens(logits, params, generator)
-            out_ids[active, step] = tokens
-            out_logp[active, step] = logp
+            if len(active) == total:  # nothing finished yet: plain column writes
+                out_ids[:, step] = tokens
+                out_logp[:, step] = logp
+            else:
+                out_ids[active, step] = tokens
+                out_logp[active, step] = logp
             finished = tokens == self.eos_id
             if finished.any():
                 lengths[active[finished]] = step + 1

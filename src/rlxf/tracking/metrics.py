@@ -14,6 +14,7 @@ METRIC_SINKS: Registry = Registry("metric sink")
 # The compact console line shows these, in this order, when present.
 CONSOLE_KEYS = [
     ("reward/mean", "reward"),
+    ("train/loss", "loss"),
     ("reward/correct", "acc"),
     ("eval/accuracy", "eval_acc"),
     ("policy/kl", "kl"),

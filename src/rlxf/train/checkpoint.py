@@ -36,26 +36,36 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 
 def save_optimizer(optimizer: torch.optim.Optimizer, scheduler, out_dir: Path, name: str) -> None:
-    state = optimizer.state_dict()
+    save_optimizer_state(optimizer.state_dict(), scheduler, out_dir, name)
+
+
+def save_optimizer_state(state: dict, scheduler, out_dir: Path, name: str) -> None:
+    """An optimizer state dict keyed by parameter index (every train engine writes this format)."""
     tensors = {
-        f"{index}.{key}": value.contiguous()
+        f"{index}.{key}": torch.as_tensor(value).contiguous()
         for index, slots in state["state"].items()
         for key, value in slots.items()
     }
-    save_file(tensors, str(out_dir / f"{name}.optimizer.safetensors"))
+    save_file(tensors, str(Path(out_dir) / f"{name}.optimizer.safetensors"))
     meta = {"param_groups": state["param_groups"], "scheduler": scheduler.state_dict()}
-    (out_dir / f"{name}.optimizer.json").write_text(json.dumps(meta))
+    (Path(out_dir) / f"{name}.optimizer.json").write_text(json.dumps(meta))
 
 
-def load_optimizer(optimizer: torch.optim.Optimizer, scheduler, in_dir: Path, name: str) -> None:
-    tensors = load_file(str(in_dir / f"{name}.optimizer.safetensors"))
-    meta = json.loads((in_dir / f"{name}.optimizer.json").read_text())
+def read_optimizer_state(in_dir: Path, name: str) -> tuple[dict, dict]:
+    """(optimizer state dict keyed by parameter index, scheduler state)."""
+    tensors = load_file(str(Path(in_dir) / f"{name}.optimizer.safetensors"))
+    meta = json.loads((Path(in_dir) / f"{name}.optimizer.json").read_text())
     state: dict[int, dict] = {}
     for key, value in tensors.items():
         index, slot = key.split(".", 1)
         state.setdefault(int(index), {})[slot] = value
-    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-    scheduler.load_state_dict(meta["scheduler"])
+    return {"state": state, "param_groups": meta["param_groups"]}, meta["scheduler"]
+
+
+def load_optimizer(optimizer: torch.optim.Optimizer, scheduler, in_dir: Path, name: str) -> None:
+    state, scheduler_state = read_optimizer_state(in_dir, name)
+    optimizer.load_state_dict(state)
+    scheduler.load_state_dict(scheduler_state)
 
 
 def generator_state_to_json(generator: torch.Generator) -> str:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 import torch
 
 from rlxf.config import OptimConfig
+from rlxf.train import checkpoint as ckpt
+from rlxf.train.precision import autocast
 
 LossFn = Callable[[object], tuple[torch.Tensor, dict[str, float]]]
 
@@ -44,7 +46,8 @@ class TrainEngine:
         totals: dict[str, float] = defaultdict(float)
         count = 0
         for micro in micro_batches:
-            loss, metrics = loss_of(micro)
+            with autocast(self.model, self.cfg.autocast):
+                loss, metrics = loss_of(micro)
             loss.backward()
             totals["loss"] += float(loss.detach())
             for name, value in metrics.items():
@@ -58,6 +61,13 @@ class TrainEngine:
         out["grad_norm"] = grad_norm
         out["lr"] = self.scheduler.get_last_lr()[0]
         return out
+
+    def save_state(self, out_dir, name: str) -> None:
+        """Optimizer and schedule as ``<name>.optimizer.safetensors`` + ``.json`` (train/checkpoint.py)."""
+        ckpt.save_optimizer(self.optimizer, self.scheduler, out_dir, name)
+
+    def load_state(self, in_dir, name: str) -> None:
+        ckpt.load_optimizer(self.optimizer, self.scheduler, in_dir, name)
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]

@@ -1,0 +1,440 @@
+"""An RL step of rlxf vs TRL's ``GRPOTrainer``: same model, prompts, reward and settings, one process.
+
+    .venv/bin/python benchmarks/rl_step_vs_trl.py [--steps 20] [--threads 1] [--mode both]
+
+Needs the ``bench`` extra (``pip install -e '.[bench]'``: trl, accelerate, datasets); rlxf itself
+never imports trl. Both systems run GRPO on the CPU (no vLLM, beta 0, one optimizer step per
+generation batch): ``--prompts`` prompts x ``--n`` samples (64 completions), ``--new`` completion
+tokens, the same learning rate, the same prompt sequence and the rlxf arithmetic reward (wrapped for
+TRL). Their steps alternate in one process (an rlxf step runs inside TRL's ``on_step_end`` callback)
+so background load hits both alike; times are medians after ``--warmup`` steps.
+
+Two modes:
+
+* ``trained``: the default recipe's tiny model after a short SFT (cached under ``.cache/bench``): it
+  answers in a few tokens and stops, so most rows end early. Reward and held-out accuracy (greedy,
+  rlxf's evaluator for both models) are compared after the same number of samples.
+* ``full``: the untrained tiny model with end-of-sequence disabled on both sides, so every completion
+  is exactly ``--new`` tokens (the issue's "64 completions x 16 tokens" configuration).
+
+Each mode also prints the step's FLOP floor: (2 x params x generated tokens + 6 x params x trained
+tokens + 2 x params x tokens of any extra log-prob pass) / the fp32 matmul FLOP/s measured in this
+process between steps, and the engine-vs-HF-generate throughput on the same batch. Peak resident
+memory comes from one short subprocess per system (``--only rlxf|trl``), so neither is charged for
+the other's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import emit  # noqa: E402
+from rlxf.algos import compute_advantages, token_rewards_from_scores  # noqa: E402
+from rlxf.config import Config  # noqa: E402
+from rlxf.data.arithmetic import arithmetic_task  # noqa: E402
+from rlxf.data.prompts import PromptStream  # noqa: E402
+from rlxf.eval.accuracy import evaluate  # noqa: E402
+from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
+from rlxf.rewards.arithmetic import AnswerReward  # noqa: E402
+from rlxf.roles.actor import ActorRole  # noqa: E402
+from rlxf.roles.reward import RewardRole  # noqa: E402
+from rlxf.roles.rollout import RolloutRole  # noqa: E402
+from rlxf.rollout.decoders import LlamaDecoder  # noqa: E402
+from rlxf.rollout.engine import build_engine  # noqa: E402
+from rlxf.rollout.sampling import SamplingParams  # noqa: E402
+from rlxf.train.log_probs import distinct_prompts  # noqa: E402
+
+NO_EOS = -1  # an id no token has: the engine never stops a row
+
+
+def task_splits():
+    # The default recipe's task: a number below 1000 plus a digit.
+    return arithmetic_task(seed=0, eval_size=200, digits=3, b_digits=1, ops="+", sloppy_teacher=0.7)
+
+
+def sft_model_path(steps: int) -> str:
+    """The default recipe's SFT stage applied to the tiny model once; later runs reuse it."""
+    out = Path(".cache/bench") / f"tiny-sft-{steps}"
+    if (out / "config.json").exists():
+        return str(out)
+    from rlxf.loops.sft import run_sft
+
+    base = resolve_model_path("tiny:default")
+    tokenizer, model = load_tokenizer(base), load_causal_lm(base)
+    cfg = Config.model_validate({"sft": {"steps": steps, "batch_size": 64, "optim": {"lr": 1e-3}}})
+    torch.manual_seed(0)
+    run_sft(model, tokenizer, task_splits().train, cfg.sft, 0, False, 256)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return str(out)
+
+
+def matmul_flops(size: int = 1024, reps: int = 8) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    start = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return reps * 2 * size**3 / (time.perf_counter() - start)
+
+
+def peak_rss_mb() -> float:
+    # VmHWM: this process image's peak (ru_maxrss would carry the parent's peak over fork + exec).
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class RlxfGRPO:
+    """rlxf's synchronous GRPO step (the stages of ``loops/rl.py``), built from its roles."""
+
+    def __init__(self, model_path: str, args, eos_id: int, rows: list[dict], autocast: str = "none") -> None:
+        self.tokenizer = load_tokenizer(model_path)
+        torch.manual_seed(args.seed)
+        self.model = load_causal_lm(model_path)
+        cfg = Config.model_validate({
+            "threads": args.threads,
+            "rollout": {"n_samples": args.n, "max_new_tokens": args.new},
+            "train": {"prompts_per_step": args.prompts, "mini_batch_size": args.prompts * args.n,
+                      "micro_batch_size": args.prompts * args.n,
+                      "optim": {"lr": args.lr, "grad_clip": 1.0, "autocast": autocast}},
+        })
+        self.algo = cfg.algorithm
+        self.params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)
+        engine = build_engine("torch", self.model, eos_id, self.tokenizer.pad_token_id)
+        self.rollout = RolloutRole(engine, self.tokenizer, False, 256)
+        self.reward = RewardRole(AnswerReward(), "arithmetic")
+        self.actor = ActorRole(self.model, cfg.train.optim, self.algo, args.prompts * args.n,
+                               args.prompts * args.n, 1.0)
+        self.stream = PromptStream(rows, seed=0)
+        self.prompts = args.prompts
+        self.sample_gen = torch.Generator().manual_seed(args.seed)
+        self.shuffle_gen = torch.Generator().manual_seed(args.seed + 1)
+        self.version = 0
+        self.records: list[dict] = []
+
+    def step(self) -> dict:
+        times = {}
+        start = time.perf_counter()
+        batch = self.rollout.generate(self.stream.take(self.prompts), self.params, self.sample_gen)
+        times["generation"] = time.perf_counter() - start
+        mark = time.perf_counter()
+        metrics = self.reward.score_batch(
+            batch, self.rollout.decode_prompts(batch), self.rollout.decode_responses(batch)
+        )
+        mask = batch.loss_mask
+        batch.token_rewards = token_rewards_from_scores(batch.rewards, mask)
+        batch.advantages, batch.returns = compute_advantages(
+            self.algo, batch.token_rewards, mask, batch.group_ids
+        )
+        times["reward_and_advantages"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        self.actor.update(batch, self.shuffle_gen)
+        times["train"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        self.version += 1
+        self.rollout.update_weights(self.actor.state_dict(), self.version)
+        times["weight_sync"] = time.perf_counter() - mark
+        record = {
+            "seconds": time.perf_counter() - start,
+            "stages": times,
+            "generated_tokens": int(batch.response_mask.sum()),
+            "trained_tokens": int(batch.prompt_mask.sum() + batch.response_mask.sum()),
+            # what the shared-prompt forward computes: each distinct prompt once, plus every response
+            "computed_trained_tokens": int(batch.prompt_mask[distinct_prompts(
+                batch.prompt_ids, batch.prompt_mask, batch.prompt_ids.shape[1])[0]].sum() + batch.response_mask.sum()),
+            "extra_log_prob_tokens": 0,  # on-policy: the rollout's log-probs are the old ones
+            "reward": metrics["reward/mean"],
+        }
+        self.records.append(record)
+        return record
+
+
+class TrlGRPO:
+    """TRL's ``GRPOTrainer`` with the same settings; ``run(callback)`` trains all steps."""
+
+    def __init__(self, model_path: str, args, eos_suppressed: bool, rows: list[dict], out_dir: str) -> None:
+        from datasets import Dataset
+        from transformers import TrainerCallback
+        from trl import GRPOConfig, GRPOTrainer
+
+        self.tokenizer = load_tokenizer(model_path)
+        torch.manual_seed(args.seed)
+        self.model = load_causal_lm(model_path)
+        scorer = AnswerReward()
+        eos = self.tokenizer.eos_token_id
+        self.step_tokens: list[tuple[int, int]] = []
+        self.rewards: list[float] = []
+        prompt_len = {r["prompt"]: len(self.tokenizer(r["prompt"], add_special_tokens=False)["input_ids"]) for r in rows}
+
+        def arithmetic_reward(prompts, completions, completion_ids, answer, **_):
+            stopped = [bool(ids) and ids[-1] == eos for ids in completion_ids]
+            meta = [{"answer": a, "stopped": s} for a, s in zip(answer, stopped)]
+            scores = scorer.score(prompts, completions, meta).scores
+            generated = sum(len(ids) for ids in completion_ids)
+            self.step_tokens.append((generated, generated + sum(prompt_len[p] for p in prompts)))
+            self.rewards.append(sum(scores) / len(scores))
+            return scores
+
+        config = GRPOConfig(
+            output_dir=out_dir, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+            logging_steps=10**6, seed=args.seed, data_seed=args.seed, shuffle_dataset=False,
+            per_device_train_batch_size=args.prompts * args.n, gradient_accumulation_steps=1,
+            num_generations=args.n, max_completion_length=args.new, temperature=1.0, top_k=0, top_p=1.0,
+            learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
+            max_grad_norm=1.0, beta=0.0, num_iterations=1, loss_type="grpo", scale_rewards="group",
+            max_steps=args.warmup + args.steps, bf16=False, dataloader_num_workers=0,
+            generation_kwargs={"suppress_tokens": [eos]} if eos_suppressed else None,
+        )
+        dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+        self.trainer = GRPOTrainer(
+            model=self.model, reward_funcs=arithmetic_reward, args=config, train_dataset=dataset,
+            processing_class=self.tokenizer,
+        )
+        self.callback_base = TrainerCallback
+
+    def run(self, between_steps) -> list[float]:
+        """Train; ``between_steps()`` runs after each TRL step. Returns TRL's step seconds."""
+        seconds: list[float] = []
+
+        class Timer(self.callback_base):
+            def on_step_begin(self, *_, **__):
+                self.start = time.perf_counter()
+
+            def on_step_end(self, *_, **__):
+                seconds.append(time.perf_counter() - self.start)
+                between_steps()
+
+        self.trainer.add_callback(Timer())
+        self.trainer.train()
+        return seconds
+
+
+def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps: int) -> dict:
+    """Tokens/s of rlxf's engine vs plain HF ``generate`` (KV cache, sampling at temperature 1,
+    EOS disabled so both produce exactly prompts x n x new tokens), interleaved."""
+    from rlxf.rollout.engine import left_pad
+
+    engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id)
+    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)
+    ids, mask = left_pad(prompts, tokenizer.pad_token_id, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(0)
+
+    # Informational: the same engine with its decoder's weights in bf16 (not log-prob-consistent
+    # with an fp32 trainer, so not a default).
+    engine_bf16 = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id)
+    engine_bf16.decoder = LlamaDecoder.from_hf(model, dtype=torch.bfloat16)
+
+    def ours():
+        engine.generate(prompts, params, gen)
+
+    def ours_bf16():
+        engine_bf16.generate(prompts, params, gen)
+
+    @torch.inference_mode()
+    def hf():
+        model.generate(
+            input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
+            num_return_sequences=args.n, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+            pad_token_id=tokenizer.pad_token_id, use_cache=True,
+        )
+
+    candidates = (("rlxf_engine", ours), ("hf_generate", hf), ("rlxf_engine_bf16_decoder", ours_bf16))
+    seconds = {name: [] for name, _ in candidates}
+    for _, fn in candidates:
+        fn()
+    for _ in range(reps):
+        for name, fn in candidates:
+            start = time.perf_counter()
+            fn()
+            seconds[name].append(time.perf_counter() - start)
+    tokens = len(prompts) * args.n * args.new
+    speed = {name: tokens / statistics.median(s) for name, s in seconds.items()}
+    return {
+        "tokens": tokens,
+        "tokens_per_s": {k: round(v) for k, v in speed.items()},
+        "rlxf_vs_hf_generate": round(speed["rlxf_engine"] / speed["hf_generate"], 2),
+        "rlxf_bf16_decoder_vs_hf_generate": round(speed["rlxf_engine_bf16_decoder"] / speed["hf_generate"], 2),
+    }
+
+
+def run_mode(mode: str, args) -> dict:
+    trained = mode == "trained"
+    splits = task_splits()
+    model_path = sft_model_path(args.sft_steps) if trained else resolve_model_path("tiny:default")
+    total = args.warmup + args.steps
+    # One prompt sequence for both: rlxf's seeded stream order, fed to TRL unshuffled.
+    rows = PromptStream(splits.train, seed=0).take(total * args.prompts)
+    tokenizer = load_tokenizer(model_path)
+    eos_id = tokenizer.eos_token_id if trained else NO_EOS
+    rlxf = RlxfGRPO(model_path, args, eos_id, rows)
+    rlxf_bf16 = RlxfGRPO(model_path, args, eos_id, rows, autocast="bfloat16") if args.bf16 else None
+    with tempfile.TemporaryDirectory() as out_dir:
+        trl = TrlGRPO(model_path, args, eos_suppressed=not trained, rows=rows, out_dir=out_dir)
+        matmul: list[float] = []
+
+        def between_steps():
+            rlxf.step()
+            if rlxf_bf16 is not None:
+                rlxf_bf16.step()
+            matmul.append(matmul_flops(1024))
+
+        trl_seconds = trl.run(between_steps)
+    params = sum(p.numel() for p in rlxf.model.parameters())
+    matmul += [matmul_flops(2048, reps=2) for _ in range(2)]
+    flops = statistics.median(matmul)
+
+    def summary(seconds, gen_tokens, trained_tokens, extra_tokens, rewards, train_seconds=None, computed=None):
+        s = statistics.median(seconds[args.warmup:])
+        g = statistics.median(gen_tokens[args.warmup:])
+        t = statistics.median(trained_tokens[args.warmup:])
+        floor_flop = 2 * params * g + 6 * params * t + 2 * params * extra_tokens
+        out = {
+            "seconds_per_step": round(s, 4),
+            "generated_tokens_per_step": g,
+            "trained_tokens_per_step": t,
+            "generated_tokens_per_s": round(g / s),
+            "trained_tokens_per_s": round(t / s),
+            "floor_seconds": round(floor_flop / flops, 4),
+            "step_vs_floor": round(s / (floor_flop / flops), 2),
+            "reward_first_steps": round(statistics.mean(rewards[: max(1, args.steps // 4)]), 4),
+            "reward_last_steps": round(statistics.mean(rewards[-max(1, args.steps // 4):]), 4),
+        }
+        if train_seconds is not None:
+            ts = statistics.median(train_seconds[args.warmup:])
+            out["train_pass_seconds"] = round(ts, 4)
+            out["train_pass_flops_per_s"] = round(6 * params * t / ts / 1e9, 1)
+            out["train_pass_vs_matmul"] = round(6 * params * t / ts / flops, 3)
+            c = statistics.median(computed[args.warmup:])
+            out["computed_trained_tokens_per_step"] = c
+            out["train_pass_vs_matmul_computed_tokens"] = round(6 * params * c / ts / flops, 3)
+        return out
+
+    def rlxf_summary(system: RlxfGRPO) -> dict:
+        rec = system.records
+        out = summary(
+            [r["seconds"] for r in rec], [r["generated_tokens"] for r in rec], [r["trained_tokens"] for r in rec],
+            0, [r["reward"] for r in rec], [r["stages"]["train"] for r in rec],
+            [r["computed_trained_tokens"] for r in rec],
+        )
+        out["stage_seconds"] = {
+            k: round(statistics.median(r["stages"][k] for r in rec[args.warmup:]), 4) for k in rec[0]["stages"]
+        }
+        return out
+
+    rlxf_out = rlxf_summary(rlxf)
+    trl_out = summary(
+        trl_seconds, [g for g, _ in trl.step_tokens], [t for _, t in trl.step_tokens], 0, trl.rewards
+    )
+    eval_rows = splits.eval
+    reward_role = RewardRole(AnswerReward(), "arithmetic")
+    evaluated = [(rlxf_out, rlxf.model), (trl_out, trl.model)]
+    extra = {}
+    if rlxf_bf16 is not None:
+        extra["rlxf_bf16_autocast"] = rlxf_summary(rlxf_bf16)
+        evaluated.append((extra["rlxf_bf16_autocast"], rlxf_bf16.model))
+    for out, model in evaluated:
+        model.eval()
+        role = RolloutRole(build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer, False, 256)
+        out["held_out_accuracy"] = evaluate(role, reward_role, eval_rows, 256, 8)["eval/accuracy"]
+    prompts = [tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in rows[: args.prompts]]
+    generation = hf_generate_vs_engine(rlxf.model, tokenizer, prompts, args, reps=args.gen_reps)
+    return {
+        "model": "tiny-sft" if trained else "tiny (untrained, EOS disabled)",
+        "samples_per_system": total * args.prompts * args.n,
+        "matmul_fp32_gflops": round(flops / 1e9, 1),
+        "rlxf": rlxf_out,
+        "trl": trl_out,
+        **extra,
+        "generation": generation,
+        "ratios": {
+            "rlxf_speedup_vs_trl": round(trl_out["seconds_per_step"] / rlxf_out["seconds_per_step"], 2),
+            "rlxf_step_vs_floor": rlxf_out["step_vs_floor"],
+            "engine_vs_hf_generate": generation["rlxf_vs_hf_generate"],
+            "train_pass_vs_matmul": rlxf_out["train_pass_vs_matmul"],
+            "train_pass_vs_matmul_computed_tokens": rlxf_out["train_pass_vs_matmul_computed_tokens"],
+            **({"rlxf_bf16_speedup_vs_trl": round(
+                trl_out["seconds_per_step"] / extra["rlxf_bf16_autocast"]["seconds_per_step"], 2)} if extra else {}),
+        },
+    }
+
+
+def only(system: str, args) -> None:
+    """A short run of one system in a fresh process: its peak resident memory."""
+    model_path = sft_model_path(args.sft_steps)
+    rows = PromptStream(task_splits().train, seed=0).take((args.warmup + args.steps) * args.prompts)
+    if system == "rlxf":
+        runner = RlxfGRPO(model_path, args, load_tokenizer(model_path).eos_token_id, rows)
+        for _ in range(args.warmup + args.steps):
+            runner.step()
+    else:
+        with tempfile.TemporaryDirectory() as out_dir:
+            TrlGRPO(model_path, args, False, rows, out_dir).run(lambda: None)
+    print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1)}))
+
+
+def memory(args) -> dict:
+    out = {}
+    for system in ("rlxf", "trl"):
+        cmd = [sys.executable, __file__, "--only", system, "--steps", "3", "--warmup", "1",
+               "--threads", str(args.threads), "--sft-steps", str(args.sft_steps)]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        out[system] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
+    return {"peak_rss_mb": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--mode", choices=["trained", "full", "both"], default="both")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per system (after warm-up)")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--new", type=int, default=16)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for both systems (0: torch's default)")
+    parser.add_argument("--sft-steps", type=int, default=300)
+    parser.add_argument("--gen-reps", type=int, default=7)
+    parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--bf16", action="store_true", help="also run rlxf with optim.autocast=bfloat16")
+    parser.add_argument("--only", choices=["rlxf", "trl"], help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    if args.only:
+        only(args.only, args)
+        return
+    result = {
+        "benchmark": "rl_step_vs_trl", "threads": torch.get_num_threads(),
+        "config": {"prompts": args.prompts, "n": args.n, "completions": args.prompts * args.n,
+                   "max_new_tokens": args.new, "lr": args.lr, "timed_steps": args.steps, "warmup": args.warmup},
+    }
+    modes = ["trained", "full"] if args.mode == "both" else [args.mode]
+    for mode in modes:
+        result[mode] = run_mode(mode, args)
+    if not args.no_memory:
+        result["memory"] = memory(args)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()

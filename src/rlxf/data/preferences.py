@@ -1,0 +1,116 @@
+"""Preference datasets: pairs of a chosen and a rejected response to one prompt.
+
+A row takes one of three shapes (plus any metadata, e.g. ``answer`` for a held-out task reward):
+
+* ``{"prompt": str, "chosen": str, "rejected": str}``;
+* ``{"messages": [...], "chosen": str, "rejected": str}`` — the chat so far, then two replies;
+* ``{"chosen": [...], "rejected": [...]}`` — two whole chats that end in different assistant turns
+  (the shared earlier turns are the prompt).
+
+:func:`normalise_pair` turns each into ``(prompt row, chosen text, rejected text)``; the pair's
+token batch (:func:`pair_batch`) is the SFT batch of the chosen and the rejected response.
+``arithmetic_preferences`` builds pairs locally from the arithmetic task: the true result chosen,
+a wrong one rejected (the no-carry answer of the sloppy teacher where it differs, else off by one).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from rlxf.batch import TrajectoryBatch
+from rlxf.data.arithmetic import add_without_carry, arithmetic_task
+from rlxf.data.files import DatasetError, read_records, validate_row
+from rlxf.data.tasks import TASKS, TaskSplits
+
+
+def _is_chat(value) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in value
+    )
+
+
+def normalise_pair(row: dict, where: str = "row") -> tuple[dict, str, str]:
+    """(the row as a prompt row, chosen text, rejected text); a malformed row raises naming ``where``."""
+    chosen, rejected = row.get("chosen"), row.get("rejected")
+    if chosen is None or rejected is None:
+        raise DatasetError(f"{where}: a preference row needs `chosen` and `rejected`")
+    meta = {k: v for k, v in row.items() if k not in ("chosen", "rejected")}
+    if isinstance(chosen, str) and isinstance(rejected, str):
+        try:
+            validate_row(meta, where)
+        except DatasetError:
+            raise DatasetError(f"{where}: text `chosen`/`rejected` need a `prompt` (text) or `messages` (chat)") from None
+        return meta, chosen, rejected
+    if _is_chat(chosen) and _is_chat(rejected):
+        if not chosen or not rejected or chosen[-1]["role"] != "assistant" or rejected[-1]["role"] != "assistant":
+            raise DatasetError(f"{where}: chat `chosen`/`rejected` must each end with an assistant turn")
+        if chosen[:-1] != rejected[:-1]:
+            raise DatasetError(f"{where}: chat `chosen` and `rejected` must share every turn but the last")
+        return {**meta, "messages": chosen[:-1]}, chosen[-1]["content"], rejected[-1]["content"]
+    raise DatasetError(f"{where}: `chosen` and `rejected` must both be text or both be chats ({{role, content}} lists)")
+
+
+def read_preference_rows(path: str) -> list[dict]:
+    """Rows of a JSONL / Parquet preference file, each checked (errors name ``file:line``)."""
+    rows = read_records(path)
+    for number, row in enumerate(rows, start=1):
+        normalise_pair(row, f"{path}:{number}")
+    return rows
+
+
+def pair_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_tokens: int) -> TrajectoryBatch:
+    """2B rows: the B chosen responses, then the B rejected ones (same prompts, same order).
+
+    Prompt tokens are masked out (``loss_mask`` covers the response and its end-of-sequence only).
+    """
+    from rlxf.loops.sft import sft_batch
+
+    pairs = [normalise_pair(r) for r in rows]
+    as_targets = [{**p, "sft_target": c} for p, c, _ in pairs] + [{**p, "sft_target": r} for p, _, r in pairs]
+    return sft_batch(as_targets, tokenizer, chat_template, max_prompt_tokens)
+
+
+def without_eos(batch: TrajectoryBatch, eos_id: int, pad_id: int) -> TrajectoryBatch:
+    """The batch with each response's end-of-sequence token turned into padding (masks 0): the text a
+    reward model is given is the prompt followed by the response, nothing after it."""
+    eos = (batch.response_ids == eos_id) & batch.response_mask.bool()
+    keep = (~eos).long()
+    batch.response_ids = torch.where(eos, torch.full_like(batch.response_ids, pad_id), batch.response_ids)
+    batch.response_mask, batch.loss_mask = batch.response_mask * keep, batch.loss_mask * keep
+    return batch
+
+
+def wrong_answer(a: int, b: int, rng: random.Random) -> str:
+    """The sloppy teacher's no-carry sum when it differs from ``a + b``, else ``a + b`` off by one."""
+    sloppy = add_without_carry(a, b)
+    if sloppy != a + b:
+        return str(sloppy)
+    return str(max(a + b + rng.choice((-1, 1)), 0) if a + b else 1)
+
+
+@TASKS.register("arithmetic_preferences")
+def arithmetic_preferences(seed: int, eval_size: int, **task_args) -> TaskSplits:
+    """The arithmetic task (same split, same ``sft_target``) with ``chosen`` / ``rejected`` added."""
+    if set(task_args.get("ops", "+")) != {"+"} or task_args.get("reverse"):
+        raise ValueError("arithmetic_preferences: only forward addition (ops '+') is supported")
+    splits = arithmetic_task(seed, eval_size, **task_args)
+    rng = random.Random(seed + 2)
+
+    def with_pair(row: dict) -> dict:
+        a, b = (int(x) for x in row["prompt"].rstrip("=").split("+"))
+        return {**row, "chosen": row["answer"], "rejected": wrong_answer(a, b, rng)}
+
+    return TaskSplits(train=[with_pair(r) for r in splits.train], eval=[with_pair(r) for r in splits.eval])
+
+
+@TASKS.register("preference_file")
+def preference_file(seed: int, eval_size: int, path: str, eval_path: str | None = None) -> TaskSplits:
+    """Pairs from ``path``; held-out pairs from ``eval_path`` or, without one, the last ``eval_size`` rows."""
+    rows = read_preference_rows(path)
+    if eval_path:
+        return TaskSplits(train=rows, eval=read_preference_rows(eval_path))
+    if eval_size >= len(rows):
+        raise DatasetError(f"dataset {path!r} has {len(rows)} rows: too few to hold out {eval_size}")
+    return TaskSplits(train=rows[:-eval_size], eval=rows[-eval_size:])

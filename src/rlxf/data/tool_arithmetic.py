@@ -1,0 +1,39 @@
+"""Arithmetic the policy cannot do in its head (e.g. 3-digit multiplication), with a calculator to call.
+
+Rows as in the arithmetic task (``prompt`` ``347*582=``, ``answer``). ``sft_target`` demonstrates a
+transcript of the ``tool_use`` environment for a seeded fraction ``tool_demo_fraction`` of the training
+rows (``@calc(347*582)</s>=201954\\n201954``: the call, end of turn, the tool's observation, the
+answer) and a direct answer for the rest, so SFT teaches both formats and RL decides which pays.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rlxf.data.arithmetic import OPERATORS
+from rlxf.data.tasks import TASKS, TaskSplits
+
+
+def tool_demo(prompt_expr: str, answer: str, tool: str, eos: str) -> str:
+    return f"@{tool}({prompt_expr}){eos}={answer}\n{answer}"
+
+
+@TASKS.register("tool_arithmetic")
+def tool_arithmetic_task(
+    seed: int, eval_size: int, digits: int = 3, ops: str = "*", size: int = 20000,
+    tool_demo_fraction: float = 0.2, tool: str = "calc", eos: str = "</s>",
+) -> TaskSplits:
+    if set(ops) - set(OPERATORS):
+        raise ValueError(f"tool_arithmetic task: unknown operators in {ops!r}; known: {sorted(OPERATORS)}")
+    rng = random.Random(seed)
+    lo, hi = 10 ** (digits - 1), 10**digits - 1
+    problems = {(rng.randint(lo, hi), rng.choice(ops), rng.randint(lo, hi)) for _ in range(size + eval_size)}
+    ordered = sorted(problems)
+    rng.shuffle(ordered)
+    rows = []
+    for i, (a, op, b) in enumerate(ordered):
+        expr, answer = f"{a}{op}{b}", str(OPERATORS[op](a, b))
+        demo = i >= eval_size and rng.random() < tool_demo_fraction
+        rows.append({"prompt": f"{expr}=", "answer": answer,
+                     "sft_target": tool_demo(expr, answer, tool, eos) if demo else answer})
+    return TaskSplits(train=rows[eval_size:], eval=rows[:eval_size])

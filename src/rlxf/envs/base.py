@@ -1,0 +1,47 @@
+"""The environment protocol, one instance per trajectory.
+
+    env.reset(task)  -> observation                       # the first prompt (text), or None
+    env.step(action) -> (observation, reward, done, info)  # action: the policy's turn, decoded
+
+Either method may be ``async def``; the multi-turn rollout (``roles/env_rollout.py``) runs the steps of
+all trajectories of a turn concurrently. ``task`` is the dataset row. An observation is text (tokenized
+on its own, never together with the transcript), a list of token ids (used as is), or None/"" (no
+tokens). ``reset`` returning None means "the row's prompt, rendered as in single-turn runs".
+``reward`` is this turn's reward; ``info["components"]`` (a dict of floats) on the last step is logged
+as reward components (e.g. ``correct``, which held-out evaluation reports as accuracy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from rlxf.registry import Registry
+
+Observation = str | list[int] | None
+StepResult = tuple[Observation, float, bool, dict]
+
+
+class Environment(Protocol):
+    def reset(self, task: dict) -> Observation | Awaitable[Observation]: ...
+
+    def step(self, action: str) -> StepResult | Awaitable[StepResult]: ...
+
+
+ENVS: Registry[Callable[..., Environment]] = Registry("environment")
+
+# Modules whose import registers the built-in environments.
+BUILTIN_ENV_MODULES = ("single_turn", "tool_use", "simulated_user")
+
+
+def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
+    """A zero-argument constructor: a registered name or a dotted path ``module:Class``."""
+    import importlib
+
+    from rlxf.rewards.registry import import_object
+
+    for module in BUILTIN_ENV_MODULES:
+        importlib.import_module(f"rlxf.envs.{module}")
+    cls = ENVS.get(name) if name in ENVS else import_object(name)
+    kwargs = dict(kwargs or {})
+    return lambda: cls(**kwargs)

@@ -1,0 +1,145 @@
+"""The controller shared by the offline loops (sft, dpo, reward_model): no rollout stage.
+
+    rows -> batch -> micro-batches -> one optimizer step -> periodic held-out evaluation -> checkpoint
+
+Each loop says what it trains with an :class:`Objective`; this file owns the run directory
+(``config.yaml``, ``metrics.jsonl``, ``checkpoints/step_N/``, ``summary.json`` — the same files as
+the RL loop), the seeded resumable row stream, checkpoints and resume.
+
+A checkpoint holds ``<objective.model_name>/`` (the model, loadable on its own, and the tokenizer),
+``trainer.optimizer.*`` and ``state.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from rlxf.config import Config, OptimConfig, dump_config
+from rlxf.data.prompts import PromptStream
+from rlxf.loops.run_state import RunState, load_run_state
+from rlxf.loops.setup import Basics, build_basics, build_rollout, load_policy
+from rlxf.loops.sft import run_sft
+from rlxf.loops.summary import write_summary
+from rlxf.tracking.metrics import MetricsLogger
+from rlxf.train import checkpoint as ckpt
+from rlxf.train.engine import LossFn, TrainEngine
+
+
+@dataclass
+class Objective:
+    """What an offline loop trains, on which rows, and how it is evaluated."""
+
+    model: torch.nn.Module  # the module the TrainEngine optimises
+    optim: OptimConfig
+    rows: list[dict]  # training rows, drawn in seeded passes (PromptStream)
+    steps: int
+    batch_size: int  # rows per optimizer step
+    step_inputs: Callable[[list[dict]], tuple[Iterable, LossFn]]  # rows -> (micro-batches, loss share of one)
+    evaluate: Callable[[], dict[str, float]]  # held-out metrics, ``eval/accuracy`` first among them
+    save_model: Callable[[Path], None]  # write the model into a folder
+    model_name: str = "policy"
+
+
+# (config, basics, checkpoint to resume from or None, run dir, write) -> Objective
+ObjectiveBuilder = Callable[[Config, Basics, "Path | None", Path, Callable[[str], None]], Objective]
+
+
+def warm_start_policy(config: Config, basics: Basics, write: Callable[[str], None]) -> torch.nn.Module:
+    """The policy at ``model.path``, after the ``sft`` warm-up stage when ``sft.steps > 0``."""
+    policy = load_policy(config, basics.model_path, basics.device)
+    if config.sft.steps:
+        write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
+        losses = run_sft(
+            policy, basics.tokenizer, basics.task.train, config.sft, config.seed,
+            config.data.chat_template, config.data.max_prompt_tokens,
+        )
+        write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    return policy
+
+
+def task_evaluator(config: Config, basics: Basics, policy: torch.nn.Module) -> Callable[[], dict[str, float]]:
+    """Greedy held-out answers of ``policy`` scored by the eval reward (``eval/accuracy`` etc.)."""
+    from rlxf.eval.accuracy import evaluate
+
+    rollout = build_rollout(config, policy, basics.tokenizer)
+    tokens = config.eval.max_new_tokens or config.rollout.max_new_tokens
+    version = [0]
+
+    def run() -> dict[str, float]:
+        version[0] += 1
+        rollout.update_weights(policy.state_dict(), version=version[0])
+        return evaluate(rollout, basics.eval_reward, basics.task.eval, config.eval.batch_size, tokens)
+
+    return run
+
+
+def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective, engine: TrainEngine,
+                            tokenizer, keep_last: int) -> Path:
+    tmp = ckpt.begin_checkpoint(run_dir, state.step)
+    objective.save_model(tmp / objective.model_name)
+    tokenizer.save_pretrained(tmp / objective.model_name)
+    ckpt.save_optimizer(engine.optimizer, engine.scheduler, tmp, "trainer")
+    (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))
+    return ckpt.commit_checkpoint(tmp, keep_last)
+
+
+def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
+    """Run (or resume) an offline loop; returns the summary also written to ``summary.json``."""
+    from rlxf.loops.rl import prepare_run_dir
+
+    started = time.time()
+    run_dir = Path(config.run_dir)
+    checkpoint = ckpt.latest_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        write(f"no checkpoint in {run_dir}: starting the run from the beginning")
+    prepare_run_dir(run_dir, resume, write)
+    (run_dir / "config.yaml").write_text(dump_config(config))
+    basics = build_basics(config)
+    torch.manual_seed(config.seed)
+    state = load_run_state(checkpoint) if checkpoint else RunState()
+    objective = build(config, basics, checkpoint, run_dir, write)
+    engine = TrainEngine(objective.model, objective.optim)
+    if checkpoint:
+        ckpt.load_optimizer(engine.optimizer, engine.scheduler, checkpoint, "trainer")
+        write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
+    stream = PromptStream(objective.rows, seed=config.seed, position=state.data_position)
+    logger = MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write)
+    prior_wall = state.wall_seconds
+
+    def save() -> None:
+        state.wall_seconds = prior_wall + time.time() - started
+        save_offline_checkpoint(run_dir, state, objective, engine, basics.tokenizer, config.checkpoint.keep_last)
+
+    if checkpoint is None:
+        state.last_eval = objective.evaluate()
+        state.initial_eval = dict(state.last_eval)
+        state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
+        write(f"held-out before training: {_brief(state.last_eval)}")
+        logger.log(0, state.last_eval)
+        save()
+    for step in range(state.step + 1, objective.steps + 1):
+        step_start = time.perf_counter()
+        micro_batches, loss_of = objective.step_inputs(stream.take(objective.batch_size))
+        metrics = {f"train/{k}": v for k, v in engine.optimizer_step(micro_batches, loss_of).items()}
+        if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
+            state.last_eval = objective.evaluate()
+            metrics.update(state.last_eval)
+        state.step, state.data_position = step, stream.position
+        if config.checkpoint.every and step % config.checkpoint.every == 0 or step == objective.steps:
+            save()
+        metrics["time/step"] = time.perf_counter() - step_start
+        logger.log(step, metrics)
+    logger.close()
+    write(f"held-out after training: {_brief(state.last_eval)}")
+    extra = {"initial_eval": state.initial_eval, "final_eval": state.last_eval}
+    return write_summary(run_dir, state, prior_wall + time.time() - started, objective.steps, extra)
+
+
+def _brief(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k.removeprefix('eval/')} {v:.3f}" for k, v in metrics.items())

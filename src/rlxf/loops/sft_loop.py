@@ -1,0 +1,36 @@
+"""``loop: sft`` — supervised fine-tuning as a run of its own (prompt tokens masked from the loss).
+
+``sft.steps`` optimizer steps of ``sft.batch_size`` rows (the batch and loss of :mod:`rlxf.loops.sft`);
+the held-out evaluation is the task accuracy of greedy answers. The checkpoint's ``policy/`` loads
+with ``AutoModelForCausalLM`` and can start an RL or DPO run (``model.path``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from rlxf.config import Config
+from rlxf.loops import LOOPS
+from rlxf.loops.offline import Objective, run_offline, task_evaluator
+from rlxf.loops.setup import Basics, load_policy
+from rlxf.loops.sft import sft_batch, sft_loss
+
+
+def sft_objective(config: Config, basics: Basics, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else basics.model_path, basics.device)
+
+    def step_inputs(rows: list[dict]):
+        batch = sft_batch(rows, basics.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+        return [batch], lambda micro: sft_loss(policy, micro)
+
+    return Objective(
+        model=policy, optim=config.sft.optim, rows=basics.task.train, steps=config.sft.steps,
+        batch_size=config.sft.batch_size, step_inputs=step_inputs,
+        evaluate=task_evaluator(config, basics, policy), save_model=policy.save_pretrained,
+    )
+
+
+@LOOPS.register("sft")
+def train_sft(config: Config, resume: bool = False, write: Callable[[str], None] = print) -> dict:
+    return run_offline(config, sft_objective, resume, write)

@@ -1,0 +1,32 @@
+"""The scorer of a ``reasoning-gym`` row (see ``data/reasoning_gym.py``): the dataset's own ``score_answer``.
+
+The answer is the text inside the last ``<answer>...</answer>`` tag when there is one, else the whole
+response, stripped. Component ``correct`` is 1 where the dataset's score is 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rlxf.rewards.base import RewardOutput
+from rlxf.rewards.math_answer import ANSWER_TAG
+from rlxf.rewards.registry import REWARDS
+
+
+def reasoning_gym_answer(response: str) -> str:
+    tags = ANSWER_TAG.findall(response)
+    return (tags[-1] if tags else response).strip()
+
+
+@REWARDS.register("reasoning_gym")
+class ReasoningGymReward:
+    def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
+        from rlxf.data.reasoning_gym import import_reasoning_gym
+
+        rg = import_reasoning_gym()
+        scores = []
+        for response, row in zip(responses, metadata):
+            entry = row["rg_entry"]
+            score_fn = rg.get_score_answer_fn(entry["metadata"]["source_dataset"])
+            scores.append(float(score_fn(reasoning_gym_answer(response), entry)))
+        return RewardOutput(scores=scores, components={"correct": [float(s >= 1.0) for s in scores]})

@@ -1,0 +1,28 @@
+"""Runtimes: where the roles of a run live. ``runtime.kind`` picks one by name.
+
+A runtime has one job: ``place(role_name, factory, *args)`` returns something the loop can call role
+methods on — the object itself (``embedded``) or a proxy to a Ray actor (``ray``) — and ``close()``.
+The controller loop is the same either way. Importing this package never imports Ray.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from rlxf.registry import Registry
+
+RUNTIMES: Registry = Registry("runtime")
+
+# name -> module that registers it, imported on first use (so `ray` is only imported for kind: ray).
+RUNTIME_MODULES = {
+    "embedded": "rlxf.runtime.embedded",
+    "ray": "rlxf.runtime.ray_runtime",
+}
+
+
+def build_runtime(config):
+    """The runtime for ``config.runtime`` (a ``RuntimeConfig``); takes the whole run config."""
+    kind = config.runtime.kind
+    if kind not in RUNTIMES and kind in RUNTIME_MODULES:
+        importlib.import_module(RUNTIME_MODULES[kind])
+    return RUNTIMES.get(kind)(config)

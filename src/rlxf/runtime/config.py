@@ -1,0 +1,51 @@
+"""The ``runtime`` section of the config tree: where the roles live and how weights reach the engines.
+
+* ``kind``        ``embedded`` (the default: every role in this process, no Ray) or ``ray`` (each role a
+  Ray actor on a placement group); see ``rlxf.runtime.RUNTIMES``.
+* ``address``     ``ray`` only: an existing cluster (``auto``, ``ray://host:10001``, ``host:6379``);
+  unset starts a local cluster for the run and stops it at the end.
+* ``placement``   which roles share resources: ``colocated`` (all roles in one bundle, time-sharing its
+  devices), ``disaggregated`` (one bundle per role), or a mapping role -> group name (roles with the
+  same group share a bundle), e.g. ``{rollout: gen, reward: gen, actor: train, reference: train}``.
+* ``cpus_per_role`` / ``gpus_per_role``  what each role actor asks of its bundle.
+* ``weight_sync`` trainer -> rollout engine: bucket size, and an optional checksum check.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ROLE_NAMES = ("rollout", "reward", "reference", "actor", "critic")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class WeightSyncConfig(_Section):
+    bucket_mb: float = Field(64.0, gt=0)  # tensors are flattened into buckets of at most this size
+    checksum: bool = False  # compare per-tensor digests of the engine's weights with the trainer's
+
+
+class RuntimeConfig(_Section):
+    kind: str = "embedded"  # embedded | ray
+    address: str | None = None
+    placement: Literal["colocated", "disaggregated"] | dict[str, str] = "colocated"
+    strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None  # None: by placement
+    cpus_per_role: float = Field(0.25, gt=0)
+    gpus_per_role: float = Field(0.0, ge=0)
+    max_restarts: int = Field(3, ge=0)  # stateless roles (rollout, reward, reference) restart this often
+    weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
+
+    def groups(self) -> dict[str, str]:
+        """role -> placement group name."""
+        if self.placement == "colocated":
+            return {role: "all" for role in ROLE_NAMES}
+        if self.placement == "disaggregated":
+            return {role: role for role in ROLE_NAMES}
+        unknown = set(self.placement) - set(ROLE_NAMES)
+        if unknown:
+            raise ValueError(f"runtime.placement names unknown roles {sorted(unknown)}; roles: {list(ROLE_NAMES)}")
+        return {role: self.placement.get(role, role) for role in ROLE_NAMES}

@@ -1,0 +1,80 @@
+"""A role behind a Ray actor, called exactly like the role itself: ``proxy.method(args)`` runs
+``ray.get(actor.call.remote("method", args))`` and applies the call's in-place effects locally.
+
+Restartable roles (rollout, reward, reference: no state but their weights) survive their actor dying:
+Ray restarts the actor, the proxy replays the last weight update into it, then re-issues the failed
+call with the same arguments and generator states — the re-issued prompts produce the same
+trajectories, so nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from functools import partial
+
+import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
+
+from rlxf.runtime.wire import apply_result, to_wire
+
+logger = logging.getLogger(__name__)
+
+# Calls that set a role's state; the last one is replayed into a restarted actor (by slot).
+REPLAYED = {"update_weights": "weights", "load_weights": "weights"}
+
+
+class RoleProxy:
+    def __init__(self, name: str, actor, restartable: bool, max_retries: int = 3, keep_alive=None) -> None:
+        self._name = name
+        self._keep_alive = keep_alive  # the actor's constructor arguments, needed again on restart
+        self._actor = actor
+        self._restartable = restartable
+        self._max_retries = max_retries
+        self._replay: dict[str, tuple[str, tuple, dict]] = {}
+        self.restarts = 0
+
+    def __getattr__(self, method: str):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return partial(self._call, method)
+
+    def _call(self, method: str, *args, **kwargs):
+        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+        for attempt in range(self._max_retries + 1):
+            try:
+                result = ray.get(self._actor.call.remote(method, wire_args, wire_kwargs))
+                break
+            except (RayActorError, ActorUnavailableError) as err:
+                if not self._restartable or attempt == self._max_retries:
+                    raise
+                self.restarts += 1
+                logger.warning("role %s died during %s (%s); re-issuing after restart", self._name, method, err)
+                self._replay_state()
+        if method in REPLAYED:
+            self._replay[REPLAYED[method]] = (method, wire_args, wire_kwargs)
+        return apply_result(result, args, kwargs, generators)
+
+    def _replay_state(self, wait_seconds: float = 120.0) -> None:
+        """Wait for the restarted actor (calls fail as 'unavailable' while it restarts), then replay."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                ray.get(self._actor.pid.remote())
+                break
+            except (RayActorError, ActorUnavailableError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        for method, args, kwargs in self._replay.values():
+            ray.get(self._actor.call.remote(method, args, kwargs))
+
+    def attribute(self, name: str):
+        """A plain attribute (or property) of the remote role."""
+        return ray.get(self._actor.attribute.remote(name))
+
+    def pid(self) -> int:
+        return ray.get(self._actor.pid.remote())
+
+    def kill(self) -> None:
+        ray.kill(self._actor, no_restart=True)

@@ -1,0 +1,89 @@
+"""The Ray runtime: every role an actor on one placement group; the loop gets ``RoleProxy`` handles.
+
+Placement (``runtime.placement``): roles in the same group share one bundle (colocated: they
+time-share its CPUs/GPUs), each group is its own bundle (disaggregated: own devices). The placement
+group is PACKed when roles are colocated and SPREAD over nodes when disaggregated, unless
+``runtime.strategy`` says otherwise. A bundle holds ``cpus_per_role`` (and ``gpus_per_role``) for each
+role of its group.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from rlxf.runtime import RUNTIMES
+from rlxf.runtime.config import ROLE_NAMES
+from rlxf.runtime.proxy import RoleProxy
+from rlxf.runtime.worker import RoleWorker
+
+RESTARTABLE = {"rollout", "reward", "reference"}
+
+
+def connect(address: str | None, num_cpus: float | None = None) -> bool:
+    """Join ``address`` or start a local cluster; True when this call started Ray (and must stop it)."""
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # Workers import the driver's modules (user rewards, tests) on a local cluster.
+    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+    if address is None:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    else:
+        ray.init(address=address, log_to_driver=False)
+    return True
+
+
+@RUNTIMES.register("ray")
+class RayRuntime:
+    def __init__(self, config) -> None:
+        self.config = config
+        self.rcfg = config.runtime
+        self.started_ray = connect(self.rcfg.address)
+        self.groups = self.rcfg.groups()
+        self._roles_per_group = {g: sum(1 for r in ROLE_NAMES if self.groups[r] == g) for g in set(self.groups.values())}
+        names = sorted(set(self.groups.values()))
+        self.bundle_of = {name: i for i, name in enumerate(names)}
+        bundles = [self._bundle(name) for name in names]
+        strategy = self.rcfg.strategy or ("PACK" if self.rcfg.placement == "colocated" else "SPREAD")
+        self.placement_group = placement_group(bundles, strategy=strategy)
+        ray.get(self.placement_group.ready(), timeout=120)
+        self.proxies: dict[str, RoleProxy] = {}
+
+    def _bundle(self, group: str) -> dict[str, float]:
+        count = self._roles_per_group[group]
+        bundle = {"CPU": self.rcfg.cpus_per_role * count}
+        if self.rcfg.gpus_per_role:
+            bundle["GPU"] = self.rcfg.gpus_per_role * count
+        return bundle
+
+    def place(self, role: str, factory, *args, **kwargs) -> RoleProxy:
+        restartable = role in RESTARTABLE
+        options = {
+            "num_cpus": self.rcfg.cpus_per_role,
+            "num_gpus": self.rcfg.gpus_per_role,
+            "max_restarts": self.rcfg.max_restarts if restartable else 0,
+            "name": None,
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=self.bundle_of[self.groups[role]]
+            ),
+        }
+        # The proxy holds this reference: a restarted actor re-reads its constructor arguments from it
+        # (Ray drops arguments nobody references: ray-project/ray#53727).
+        spec = ray.put((factory, args, kwargs))
+        actor = ray.remote(RoleWorker).options(**options).remote(spec, self.config.threads or 1)
+        proxy = RoleProxy(role, actor, restartable, max_retries=self.rcfg.max_restarts, keep_alive=spec)
+        self.proxies[role] = proxy
+        return proxy
+
+    def close(self) -> None:
+        for proxy in self.proxies.values():
+            proxy.kill()
+        self.proxies.clear()
+        remove_placement_group(self.placement_group)
+        if self.started_ray:
+            ray.shutdown()

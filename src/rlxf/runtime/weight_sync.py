@@ -1,0 +1,132 @@
+"""Trainer -> rollout engine weight sync: bucketed, versioned, optionally checksummed.
+
+``pack_weights`` flattens a state dict into a few contiguous 1-D buckets (one dtype each, at most
+``bucket_bytes`` unless a single tensor is larger), so a sync moves a handful of large tensors instead
+of one message per parameter. The engine side unpacks views into the buckets, loads them, and reports
+the version it now holds and (optionally) a digest per tensor of the weights it actually holds, which
+``sync_weights`` compares with the trainer's: an engine that silently kept old weights is caught.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+
+class StaleWeightsError(RuntimeError):
+    """A rollout engine does not hold the version / the exact weights the trainer sent."""
+
+
+@dataclass
+class WeightBuckets:
+    version: int
+    buckets: list[torch.Tensor]
+    # name -> (bucket index, offset in elements, shape)
+    layout: dict[str, tuple[int, int, tuple[int, ...]]] = field(default_factory=dict)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(b.numel() * b.element_size() for b in self.buckets)
+
+
+def pack_weights(state_dict: dict[str, torch.Tensor], version: int, bucket_bytes: int) -> WeightBuckets:
+    by_dtype: dict[torch.dtype, list[tuple[str, torch.Tensor]]] = {}
+    for name, tensor in state_dict.items():
+        by_dtype.setdefault(tensor.dtype, []).append((name, tensor.detach()))
+    buckets: list[torch.Tensor] = []
+    layout: dict[str, tuple[int, int, tuple[int, ...]]] = {}
+    for items in by_dtype.values():
+        pending: list[tuple[str, torch.Tensor]] = []
+        size = 0
+        for name, tensor in [*items, ("", None)]:
+            nbytes = 0 if tensor is None else tensor.numel() * tensor.element_size()
+            if pending and (tensor is None or size + nbytes > bucket_bytes):
+                offset = 0
+                for pending_name, t in pending:
+                    layout[pending_name] = (len(buckets), offset, tuple(t.shape))
+                    offset += t.numel()
+                buckets.append(torch.cat([t.reshape(-1) for _, t in pending]))
+                pending, size = [], 0
+            if tensor is not None:
+                pending.append((name, tensor))
+                size += nbytes
+    return WeightBuckets(version=version, buckets=buckets, layout=layout)
+
+
+def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
+    """name -> a view into its bucket (no copy)."""
+    out = {}
+    for name, (index, offset, shape) in packed.layout.items():
+        numel = 1
+        for dim in shape:
+            numel *= dim
+        out[name] = packed.buckets[index][offset: offset + numel].view(shape)
+    return out
+
+
+def tensor_digest(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str:
+    """A short hash of the tensor's exact bytes (after casting to ``dtype``, the holder's dtype)."""
+    t = tensor.detach().to(dtype or tensor.dtype).contiguous().reshape(-1).cpu()
+    return hashlib.blake2b(t.view(torch.uint8).numpy().tobytes(), digest_size=8).hexdigest()
+
+
+def held_weights(engine) -> dict[str, torch.Tensor]:
+    """The tensors a rollout engine decodes with, by HF parameter name."""
+    if hasattr(engine, "held_weights"):
+        return engine.held_weights()
+    decoder = getattr(engine, "decoder", None)
+    # LlamaDecoder keeps views into its fused layout under the HF names (its load_state_dict targets).
+    targets = getattr(decoder, "_targets", None)
+    if targets is not None:
+        return dict(targets)
+    model = getattr(decoder, "model", None) or engine.model
+    return model.state_dict()
+
+
+def engine_report(engine, with_digests: bool) -> dict:
+    """What an engine says about itself after a sync: its version, and digests of what it holds."""
+    report: dict = {"version": engine.version}
+    if with_digests:
+        report["digests"] = {
+            name: (str(t.dtype).removeprefix("torch."), tensor_digest(t)) for name, t in held_weights(engine).items()
+        }
+    return report
+
+
+def check_report(packed: WeightBuckets, report: dict, role: str = "rollout") -> None:
+    if report["version"] != packed.version:
+        raise StaleWeightsError(f"{role} engine holds policy version {report['version']}, trainer sent {packed.version}")
+    digests = report.get("digests")
+    if digests is None:
+        return
+    sent = unpack_weights(packed)
+    stale = [
+        name for name, (dtype, digest) in digests.items()
+        if name not in sent or tensor_digest(sent[name], getattr(torch, dtype)) != digest
+    ]
+    if stale:
+        raise StaleWeightsError(
+            f"{role} engine weights differ from the trainer's at version {packed.version}: "
+            f"{len(stale)} of {len(digests)} tensors, e.g. {stale[:3]}"
+        )
+
+
+def sync_weights(actor, rollout, version: int, cfg) -> dict[str, float]:
+    """Trainer -> engine; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*`` metrics and
+    ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
+    start = time.perf_counter()
+    packed = actor.export_weights(version, int(cfg.bucket_mb * 2**20))
+    report = rollout.load_weights(packed, cfg.checksum)
+    check_report(packed, report)
+    metrics = {
+        "time/weight_sync_seconds": time.perf_counter() - start,
+        "weight_sync/buckets": float(len(packed.buckets)),
+        "weight_sync/megabytes": packed.num_bytes / 2**20,
+        "weight_sync/version": float(report["version"]),
+    }
+    if cfg.checksum:
+        metrics["weight_sync/checksum_ok"] = 1.0
+    return metrics

@@ -1,0 +1,28 @@
+"""The process side of a role on Ray: one actor that builds the role and runs its method calls."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from rlxf.runtime.wire import CallResult, run_call
+
+
+class RoleWorker:
+    """Made a Ray actor by ``RayRuntime``; ``spec = (factory, args, kwargs)`` builds the role in the actor."""
+
+    def __init__(self, spec: tuple, threads: int) -> None:
+        if threads:
+            torch.set_num_threads(threads)
+        factory, args, kwargs = spec
+        self.role = factory(*args, **kwargs)
+
+    def call(self, method: str, args: tuple, kwargs: dict) -> CallResult:
+        return run_call(getattr(self.role, method), args, kwargs)
+
+    def attribute(self, name: str):
+        return getattr(self.role, name)
+
+    def pid(self) -> int:
+        return os.getpid()

@@ -1,0 +1,125 @@
+"""Data-parallel training with torch FSDP2 (``fully_shard``): the ``TrainEngine`` interface on N ranks.
+
+Each rank holds a shard of the parameters, gradients and AdamW state (gloo on CPU, NCCL on GPU). The
+caller's ``loss_of`` returns the micro-batch's share of the *global* mini-batch loss: build the
+``LossNormaliser`` from counts summed over ranks (``global_counts``). FSDP averages gradients over
+ranks, so the engine multiplies each loss by the world size before ``backward`` — the update equals
+the single-process update on the union of the ranks' data.
+
+Checkpoints are the single-process format: ``save_state`` gathers the full optimizer state and rank 0
+writes ``<name>.optimizer.safetensors`` + ``.json`` with the same parameter indices;
+``full_state_dict`` gives the whole model for ``save_pretrained``. A checkpoint from either engine
+resumes in the other.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_optimizer_state_dict,
+)
+
+from rlxf.config import OptimConfig
+from rlxf.train import checkpoint as ckpt
+from rlxf.train.engine import TrainEngine
+
+FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
+
+
+def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated decoder layers (each becomes one FSDP unit); empty for unknown layouts."""
+    inner = getattr(model, "model", None) or getattr(model, "lm", None)
+    inner = getattr(inner, "model", inner)
+    layers = getattr(inner, "layers", None)
+    return list(layers) if layers is not None else []
+
+
+def global_counts(mask: torch.Tensor) -> tuple[float, float]:
+    """(loss tokens, sequences with a loss token) of ``mask`` summed over all ranks."""
+    per_row = mask.sum(dim=1)
+    counts = torch.tensor([float(per_row.sum()), float((per_row > 0).sum())], dtype=torch.float64)
+    dist.all_reduce(counts)
+    return float(counts[0]), float(counts[1])
+
+
+class FSDP2TrainEngine(TrainEngine):
+    def __init__(self, model: torch.nn.Module, cfg: OptimConfig) -> None:
+        from torch.distributed.fsdp import fully_shard
+
+        if not dist.is_initialized():
+            raise RuntimeError("FSDP2TrainEngine needs torch.distributed initialised (init_process_group)")
+        for block in transformer_blocks(model):
+            fully_shard(block)
+        fully_shard(model)
+        self.world_size = dist.get_world_size()
+        self.param_names = [n for n, p in model.named_parameters() if p.requires_grad]
+        super().__init__(model, cfg)
+
+    def optimizer_step(self, micro_batches: Iterable, loss_of) -> dict[str, float]:
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = defaultdict(float)
+        count = 0
+        for micro in micro_batches:
+            loss, metrics = loss_of(micro)
+            (loss * self.world_size).backward()
+            totals["loss"] += float(loss.detach())
+            for name, value in metrics.items():
+                totals[name] += value
+            count += 1
+        grad_norm = self._clip_gradients()
+        self.optimizer.step()
+        self.scheduler.step()
+        summed = torch.tensor([totals["loss"]], dtype=torch.float64)
+        dist.all_reduce(summed)  # the global mini-batch loss is the sum of the ranks' shares
+        out = {name: v / count for name, v in totals.items() if name != "loss"}
+        out.update(loss=float(summed), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
+        return out
+
+    def _clip_gradients(self) -> float:
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        limit = self.cfg.grad_clip if self.cfg.grad_clip else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, limit)
+        return float(norm.full_tensor() if hasattr(norm, "full_tensor") else norm)
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model on CPU (every rank must call it; for ``save_pretrained`` / weight sync)."""
+        return get_model_state_dict(self.model, options=FULL)
+
+    def save_state(self, out_dir, name: str) -> None:
+        full = get_optimizer_state_dict(self.model, self.optimizer, options=FULL)
+        if dist.get_rank() == 0:
+            index = {fqn: i for i, fqn in enumerate(self.param_names)}
+            state = {index[fqn]: slots for fqn, slots in full["state"].items()}
+            groups = [{**g, "params": [index[p] for p in g["params"]]} for g in full["param_groups"]]
+            ckpt.save_optimizer_state({"state": state, "param_groups": groups}, self.scheduler, out_dir, name)
+        dist.barrier()
+
+    def load_state(self, in_dir, name: str) -> None:
+        indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name)
+        fqn = dict(enumerate(self.param_names))
+        full = {
+            "state": {fqn[i]: slots for i, slots in indexed["state"].items()},
+            "param_groups": [{**g, "params": [fqn[i] for i in g["params"]]} for g in indexed["param_groups"]],
+        }
+        set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=full, options=FULL)
+        self.scheduler.load_state_dict(scheduler_state)
+
+
+def save_full_model(engine: FSDP2TrainEngine, out_dir) -> None:
+    """``save_pretrained`` of the gathered model on rank 0 (loads with AutoModelForCausalLM)."""
+    full = engine.full_state_dict()
+    if dist.get_rank() == 0:
+        import transformers
+
+        plain = transformers.AutoModelForCausalLM.from_config(engine.model.config)
+        plain.load_state_dict(full)
+        plain.save_pretrained(out_dir)
+    dist.barrier()

@@ -1,0 +1,55 @@
+"""The DAPO / ReMax / TIS / adaptive-KL stages inside the RL loop, one short run each."""
+
+import json
+
+import pytest
+
+from rlxf.config import load_config
+from rlxf.loops.rl import train_rl
+from tests.conftest import small_overrides
+
+
+def run_steps(tmp_path, tiny_model_dir, *overrides, steps=1):
+    run_dir = tmp_path / "run"
+    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=steps), "checkpoint.every=0",
+                                "sft.steps=0", *overrides])
+    train_rl(config, write=lambda _: None)
+    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
+
+
+def test_overlong_shaping_and_filter_in_the_loop(tmp_path, tiny_model_dir):
+    # buffer = the whole 16-token budget: every response is penalised by length / 16
+    rows = run_steps(tmp_path, tiny_model_dir, "rollout.max_new_tokens=16", "algorithm.overlong_buffer_len=16",
+                    "algorithm.overlong_penalty=1.0", "algorithm.filter_overlong=true")
+    for row in rows:
+        assert row["reward/overlong_penalty"] == pytest.approx(-row["response/length_mean"] / 16, abs=1e-6)
+        assert row["response/filtered_overlong_fraction"] == row["response/truncated_fraction"]
+        assert row["reward/shaped_mean"] == pytest.approx(row["reward/mean"] + row["reward/overlong_penalty"], abs=1e-6)
+
+
+def test_dapo_dynamic_sampling_in_the_loop(tmp_path, tiny_model_dir):
+    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.name=dapo", "algorithm.overlong_buffer_len=0",
+                    "algorithm.max_sampling_rounds=2")
+    for row in rows:
+        assert 1 <= row["sampling/rounds"] <= 2 and 0.0 <= row["sampling/signal_fraction"] <= 1.0
+        assert row["samples"] % 16 == 0  # always prompts_per_step groups of n_samples
+
+
+def test_remax_gets_its_greedy_baseline(tmp_path, tiny_model_dir):
+    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.name=remax")
+    assert all("time/greedy_baseline" in row for row in rows)
+
+
+def test_truncated_is_weights_are_logged(tmp_path, tiny_model_dir):
+    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.tis_level=token", "algorithm.tis_cap=2.0")
+    for row in rows:
+        assert 0.0 < row["policy/tis_weight_mean"] <= row["policy/tis_weight_max"] <= 2.0
+        assert "policy/rollout_log_prob_diff" in row
+
+
+def test_adaptive_kl_coefficient_moves(tmp_path, tiny_model_dir):
+    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.name=rloo", "algorithm.kl_coef=0.1",
+                    "algorithm.kl_target=1000.0", "algorithm.kl_horizon=32", steps=2)
+    # KL far below target: the coefficient shrinks by 20% * 16 samples / 32 each step
+    assert rows[0]["policy/kl_coef"] == pytest.approx(0.1 * 0.9)
+    assert rows[1]["policy/kl_coef"] == pytest.approx(0.1 * 0.9 * 0.9)

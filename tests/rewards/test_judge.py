@@ -1,0 +1,95 @@
+"""The LLM judge: score parsing (well-formed and malformed), counting, and the OpenAI-compatible backend."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from rlxf.rewards.judge import JudgeReward, parse_judge_score
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("The answer is right.\nScore: 7", 7.0),
+    ("reasoning... score: 3.5", 3.5),
+    ("Rationale. **Score:** 9", 9.0),
+    ("Score: **9**", 9.0),
+    ("fine <score>8</score>", 8.0),
+    ("[[4]] overall", 4.0),
+    ("Score: 7/10", 7.0),
+    ("Score: 1/2", 5.0),
+    ("first Score: 2, on reflection Score: 6", 6.0),
+    ("<score>1</score> ... Score: 9", 1.0),  # tags win over the loose form
+])
+def test_parse_well_formed(text, expected):
+    assert parse_judge_score(text, 0, 10) == expected
+
+
+@pytest.mark.parametrize("text", [None, "", "no score here", "Score: 11", "Score: -1", "[[x]]", "Score: 3/0"])
+def test_parse_malformed_is_none(text):
+    assert parse_judge_score(text, 0, 10) is None
+
+
+def fake_judge(prompts):
+    replies = {"good": "Correct. Score: 10", "bad": "Wrong. Score: 0", "weird": "I refuse to grade.", "fail": None}
+    return [next(v for k, v in replies.items() if f"Response:\n{k}" in p) for p in prompts]
+
+
+def test_judge_reward_maps_scores_and_counts_malformed():
+    reward = JudgeReward(backend="tests.rewards.test_judge:fake_judge", default_score=0.25)
+    out = reward.score(["q"] * 4, ["good", "bad", "weird", "fail"], [{"answer": "1"}] * 4)
+    assert out.scores == [1.0, 0.0, 0.25, 0.25]
+    assert out.components["judge_malformed"] == [0.0, 0.0, 1.0, 0.0]
+    assert out.components["judge_failed"] == [0.0, 0.0, 0.0, 1.0]
+
+
+def test_judge_prompt_carries_rubric_reference_and_range():
+    reward = JudgeReward(backend="tests.rewards.test_judge:fake_judge", min_score=1, max_score=5)
+    text = reward.judge_prompt("2+2=", "4", {"answer": "4"})
+    assert "Reference answer: 4" in text and "from 1 to 5" in text and "Response:\n4" in text
+
+
+class _ChatHandler(BaseHTTPRequestHandler):
+    seen: list = []
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        _ChatHandler.seen.append((self.path, body["model"]))
+        content = "Looks right. Score: 8" if "good" in body["messages"][0]["content"] else "Hmm."
+        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_compatible_backend_round_trip():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        reward = JudgeReward(backend="openai", backend_kwargs={"url": url, "model": "judge-x", "timeout_seconds": 10})
+        out = reward.score(["q", "q"], ["good", "bad"], [{}, {}])
+    finally:
+        server.shutdown()
+    assert out.scores == [0.8, 0.0]
+    assert out.components["judge_malformed"] == [0.0, 1.0]
+    assert _ChatHandler.seen[-1] == ("/v1/chat/completions", "judge-x")
+
+
+def test_unreachable_endpoint_is_counted_not_raised():
+    reward = JudgeReward(backend="openai", backend_kwargs={"url": "http://127.0.0.1:9/v1", "model": "m",
+                                                           "timeout_seconds": 2})
+    out = reward.score(["q"], ["r"], [{}])
+    assert out.scores == [0.0] and out.components["judge_failed"] == [1.0]
+
+
+def test_engine_backend_on_tiny_model_never_crashes(tiny_model_dir):
+    reward = JudgeReward(backend="engine", backend_kwargs={"path": tiny_model_dir, "max_new_tokens": 8},
+                         rubric="Grade {response}. Score: ")
+    out = reward.score(["p", "p"], ["a", "b"], [{}, {}])
+    assert len(out.scores) == 2
+    assert all(f + m <= 1 for f, m in zip(out.components["judge_failed"], out.components["judge_malformed"]))

@@ -1,0 +1,77 @@
+"""Bucketed, versioned weight sync: round trip, bucket count, version report, stale-engine detection."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlxf.roles.actor import ActorRole
+from rlxf.roles.rollout import RolloutRole
+from rlxf.rollout.engine import build_engine
+from rlxf.runtime.config import WeightSyncConfig
+from rlxf.runtime.weight_sync import (
+    StaleWeightsError,
+    check_report,
+    pack_weights,
+    sync_weights,
+    unpack_weights,
+)
+
+
+def test_pack_round_trips_into_few_buckets():
+    state = {f"w{i}": torch.randn(32, 16) for i in range(10)}  # 2 KiB each in float32
+    state["half"] = torch.randn(8).half()
+    packed = pack_weights(state, version=7, bucket_bytes=4 * 2048)
+    # 10 float32 tensors of 2 KiB in buckets of 8 KiB -> 3 buckets, plus one float16 bucket.
+    assert len(packed.buckets) == 4 and packed.version == 7
+    out = unpack_weights(packed)
+    assert set(out) == set(state)
+    for name, tensor in state.items():
+        assert out[name].dtype == tensor.dtype and torch.equal(out[name], tensor)
+
+
+def test_a_tensor_larger_than_a_bucket_gets_its_own():
+    packed = pack_weights({"big": torch.zeros(1000), "small": torch.zeros(2)}, 0, bucket_bytes=64)
+    assert [b.numel() for b in packed.buckets] == [1000, 2]
+
+
+def _roles(tiny_model, tokenizer):
+    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=64)
+    from rlxf.algos import AlgorithmConfig
+    from rlxf.config import OptimConfig
+
+    actor = ActorRole(copy.deepcopy(tiny_model).requires_grad_(True), OptimConfig(), AlgorithmConfig(), 8, 8, 1.0)
+    return actor, rollout
+
+
+def test_sync_reports_version_and_checksum_matches(tiny_model, tokenizer):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    with torch.no_grad():
+        for p in actor.model.parameters():
+            p.add_(0.01)
+    metrics = sync_weights(actor, rollout, 3, WeightSyncConfig(bucket_mb=0.05, checksum=True))
+    assert rollout.version == 3 and metrics["weight_sync/version"] == 3
+    assert metrics["weight_sync/checksum_ok"] == 1.0 and metrics["weight_sync/buckets"] > 1
+    assert metrics["time/weight_sync_seconds"] >= 0
+
+
+def test_a_stale_engine_is_detected(tiny_model, tokenizer):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    with torch.no_grad():
+        for p in actor.model.parameters():
+            p.add_(0.01)
+    # An engine that claims the new version but never copied the weights in (a silent no-op update).
+    rollout.engine.update_weights = lambda state_dict, version: setattr(rollout.engine, "version", version)
+    with pytest.raises(StaleWeightsError, match="differ from the trainer"):
+        sync_weights(actor, rollout, 1, WeightSyncConfig(checksum=True))
+    # Without the checksum the version alone passes: that is what the check is for.
+    sync_weights(actor, rollout, 2, WeightSyncConfig(checksum=False))
+
+
+def test_an_engine_on_the_wrong_version_is_detected():
+    packed = pack_weights({"w": torch.zeros(2)}, version=5, bucket_bytes=1024)
+    with pytest.raises(StaleWeightsError, match="holds policy version 4"):
+        check_report(packed, {"version": 4})

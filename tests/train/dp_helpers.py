@@ -1,0 +1,53 @@
+"""Shared by the data-parallel tests: a fixed token dataset, a token-mean loss, one training run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from rlxf.algos import LossNormaliser
+from rlxf.config import OptimConfig
+
+ROWS, WIDTH, MICRO = 8, 12, 2
+OPTIM = OptimConfig(lr=1e-2, grad_clip=1.0)
+
+
+def dataset(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids [ROWS, WIDTH], mask [ROWS, WIDTH-1]) for ``step``; rows have different lengths."""
+    gen = torch.Generator().manual_seed(step)
+    ids = torch.randint(4, 100, (ROWS, WIDTH), generator=gen)
+    lengths = torch.randint(2, WIDTH, (ROWS,), generator=gen)
+    mask = (torch.arange(WIDTH - 1)[None, :] < lengths[:, None]).float()
+    return ids, mask
+
+
+def token_loss(model, ids, mask, normaliser: LossNormaliser):
+    logits = model(input_ids=ids).logits[:, :-1].float()
+    per_token = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none")
+    return (per_token.view_as(mask) * mask).sum() / normaliser.num_tokens, {}
+
+
+def train_steps(engine, steps: range, rows: slice, counts) -> list[float]:
+    """Optimizer steps on ``rows`` of each step's data, micro-batches of MICRO rows."""
+    losses = []
+    for step in steps:
+        ids, mask = dataset(step)
+        ids, mask = ids[rows], mask[rows]
+        num_tokens, num_seqs = counts(mask)
+        norm = LossNormaliser.from_counts(num_tokens, num_seqs, mask.shape[1])
+        micros = [(ids[i: i + MICRO], mask[i: i + MICRO]) for i in range(0, len(ids), MICRO)]
+        out = engine.optimizer_step(micros, lambda m, n=norm: token_loss(engine.model, m[0], m[1], n))
+        losses.append(out["loss"])
+    return losses
+
+
+def local_counts(mask):
+    per_row = mask.sum(dim=1)
+    return float(per_row.sum()), float((per_row > 0).sum())
+
+
+def write_json(path: Path, value) -> None:
+    Path(path).write_text(json.dumps(value))
