@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -13,8 +12,7 @@ from rlxf.config import OptimConfig
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
-from rlxf.train.micro_batches import micro_batches
-from rlxf.train.ppo_batches import ppo_mini_batches
+from rlxf.train.ppo_batches import ppo_update
 
 
 class ActorRole:
@@ -50,15 +48,9 @@ class ActorRole:
 
     def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""
-        history = []
-        for mini in ppo_mini_batches(batch, self.mini_batch_size, self.algo.ppo_epochs, generator):
-            normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
-            history.append(
-                self.engine.optimizer_step(
-                    micro_batches(mini, self.micro_batch_size), partial(self._loss, normaliser=normaliser)
-                )
-            )
-        return history
+        return ppo_update(
+            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss
+        )
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:
         logits = response_logits(self.model, micro.input_ids, micro.attention_mask, micro.response_ids.shape[1])

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -15,7 +14,7 @@ from rlxf.train import checkpoint as ckpt
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import pad_columns
 from rlxf.train.micro_batches import micro_batches
-from rlxf.train.ppo_batches import ppo_mini_batches
+from rlxf.train.ppo_batches import ppo_update
 
 
 def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
@@ -47,15 +46,10 @@ class CriticRole:
         ])
 
     def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
-        history = []
-        for mini in ppo_mini_batches(batch, self.mini_batch_size, self.algo.ppo_epochs, generator):
-            normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
-            history.append(
-                self.engine.optimizer_step(
-                    micro_batches(mini, self.micro_batch_size), partial(self._loss, normaliser=normaliser)
-                )
-            )
-        return history
+        """PPO epochs over mini-batches; one metrics dict per optimizer step."""
+        return ppo_update(
+            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss
+        )
 
     def save_checkpoint(self, out_dir: Path) -> None:
         ckpt.save_module(self.model, Path(out_dir) / "critic.safetensors")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from functools import partial
 
 import torch
 
+from rlxf.algos import LossNormaliser
 from rlxf.batch import TrajectoryBatch
 from rlxf.train.micro_batches import micro_batches
 
@@ -17,6 +19,22 @@ def ppo_mini_batches(
         order = torch.randperm(len(batch), generator=generator)
         for rows in torch.split(order, mini_batch_size):
             yield batch.select(rows)
+
+
+def ppo_update(
+    engine, batch: TrajectoryBatch, mini_batch_size: int, micro_batch_size: int, epochs: int,
+    generator: torch.Generator, loss_of: Callable[..., tuple[torch.Tensor, dict[str, float]]],
+) -> list[dict[str, float]]:
+    """PPO epochs over shuffled mini-batches: one optimizer step of ``engine`` per mini-batch.
+
+    ``loss_of(micro, normaliser=...)`` returns a micro-batch's share of the mini-batch loss; the
+    normaliser is built once per mini-batch (algos.LossNormaliser). One metrics dict per step.
+    """
+    history = []
+    for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
+        normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
+        history.append(engine.optimizer_step(micro_batches(mini, micro_batch_size), partial(loss_of, normaliser=normaliser)))
+    return history
 
 
 def needs_old_log_probs(rollout_batch_size: int, mini_batch_size: int, epochs: int) -> bool:
