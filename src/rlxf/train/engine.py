@@ -40,6 +40,10 @@ class TrainEngine:
         self.optimizer = build_optimizer(model, cfg)
         self.scheduler = warmup_schedule(self.optimizer, cfg.warmup_steps)
 
+    # Data-parallel engines set this to the world size: DDP/FSDP average gradients over ranks, while
+    # each rank's loss is already its share of the global mini-batch (algos.LossNormaliser).
+    grad_scale: float = 1.0
+
     def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
@@ -48,7 +52,7 @@ class TrainEngine:
         for micro in micro_batches:
             with autocast(self.model, self.cfg.autocast):
                 loss, metrics = loss_of(micro)
-            loss.backward()
+            (loss * self.grad_scale if self.grad_scale != 1 else loss).backward()
             totals["loss"] += float(loss.detach())
             for name, value in metrics.items():
                 totals[name] += value
@@ -57,10 +61,13 @@ class TrainEngine:
         self.optimizer.step()
         self.scheduler.step()
         # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
-        out = {name: (v if name == "loss" else v / count) for name, v in totals.items()}
-        out["grad_norm"] = grad_norm
-        out["lr"] = self.scheduler.get_last_lr()[0]
+        out = {name: v / count for name, v in totals.items() if name != "loss"}
+        out.update(loss=self._global_loss(totals["loss"]), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
         return out
+
+    def _global_loss(self, local_loss: float) -> float:
+        """The mini-batch loss from this process's share (data-parallel engines sum over ranks)."""
+        return local_loss
 
     def save_state(self, out_dir, name: str) -> None:
         """Optimizer and schedule as ``<name>.optimizer.safetensors`` + ``.json`` (train/checkpoint.py)."""

@@ -14,9 +14,6 @@ resumes in the other.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
-
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
@@ -59,29 +56,14 @@ class FSDP2TrainEngine(TrainEngine):
             fully_shard(block)
         fully_shard(model)
         self.world_size = dist.get_world_size()
+        self.grad_scale = float(self.world_size)
         self.param_names = [n for n, p in model.named_parameters() if p.requires_grad]
         super().__init__(model, cfg)
 
-    def optimizer_step(self, micro_batches: Iterable, loss_of) -> dict[str, float]:
-        self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
-        totals: dict[str, float] = defaultdict(float)
-        count = 0
-        for micro in micro_batches:
-            loss, metrics = loss_of(micro)
-            (loss * self.world_size).backward()
-            totals["loss"] += float(loss.detach())
-            for name, value in metrics.items():
-                totals[name] += value
-            count += 1
-        grad_norm = self._clip_gradients()
-        self.optimizer.step()
-        self.scheduler.step()
-        summed = torch.tensor([totals["loss"]], dtype=torch.float64)
+    def _global_loss(self, local_loss: float) -> float:
+        summed = torch.tensor([local_loss], dtype=torch.float64)
         dist.all_reduce(summed)  # the global mini-batch loss is the sum of the ranks' shares
-        out = {name: v / count for name, v in totals.items() if name != "loss"}
-        out.update(loss=float(summed), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
-        return out
+        return float(summed)
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
