@@ -91,7 +91,7 @@ def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
     """Run (or resume) an offline loop; returns the summary also written to ``summary.json``."""
-    from rlxf.loops.rl import prepare_run_dir
+    from rlxf.loops.run_dir import prepare_run_dir
 
     started = time.time()
     run_dir = Path(config.run_dir)

@@ -30,30 +30,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-import torch
-
-from rlxf.algos import kl_controller_from_config
-from rlxf.config import Config, dump_config
+from rlxf.config import Config
 from rlxf.data.prompts import PromptStream
-from rlxf.eval.accuracy import evaluate
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import RolloutProducer, sample_versions
 from rlxf.loops.greedy_baseline import needs_greedy_baseline
 from rlxf.loops.overlong import shape_overlong_rewards
-from rlxf.loops.rl import StageTimer, _progress, prepare_run_dir, train_on_batch
-from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
-from rlxf.loops.setup import build_basics, build_rollout, frozen_copy, load_policy, sampling_params
-from rlxf.loops.sft import run_sft
+from rlxf.loops.rl import StageTimer, _progress, train_on_batch
+from rlxf.loops.rl_session import start_session
 from rlxf.loops.summary import write_summary
-from rlxf.models.value_head import ValueModel
-from rlxf.roles.actor import ActorRole
-from rlxf.roles.critic import CriticRole
-from rlxf.roles.reference import ReferenceRole
-from rlxf.tracking.metrics import MetricsLogger
-from rlxf.train.checkpoint import generator_state_to_json, latest_checkpoint
-from rlxf.train.ppo_batches import needs_old_log_probs
+from rlxf.train.checkpoint import generator_state_to_json
 
 
 def async_config(config: Config) -> Config:
@@ -72,67 +59,16 @@ def async_config(config: Config) -> Config:
 
 @LOOPS.register("rl_async")
 def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], None] = print) -> dict:
-    started = time.time()
     config = async_config(config)
     acfg, algo, tcfg = config.async_rl, config.algorithm, config.train
-    run_dir = Path(config.run_dir)
-    checkpoint = latest_checkpoint(run_dir) if resume else None
-    prepare_run_dir(run_dir, resume, write)
-    (run_dir / "config.yaml").write_text(dump_config(config))
-
-    basics = build_basics(config)
-    torch.manual_seed(config.seed)
-    state = load_run_state(checkpoint) if checkpoint else RunState()
-    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else basics.model_path, basics.device)
-    rollout = build_rollout(config, policy, basics.tokenizer)
-    eval_tokens = config.eval.max_new_tokens or config.rollout.max_new_tokens
-    if checkpoint is None and config.sft.steps:
-        run_sft(policy, basics.tokenizer, basics.task.train, config.sft, config.seed,
-                config.data.chat_template, config.data.max_prompt_tokens)
-        rollout.update_weights(policy.state_dict(), version=0)
-    reference = None
-    if algo.uses_reference:
-        if checkpoint is None:
-            policy.save_pretrained(run_dir / "reference")
-        reference = ReferenceRole(load_policy(config, str(run_dir / "reference"), basics.device),
-                                  tcfg.micro_batch_size, config.rollout.temperature)
-    actor = ActorRole(policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size, config.rollout.temperature)
-    critic = None
-    if algo.use_critic:
-        critic_lm = load_policy(config, config.model.critic_path, basics.device) if config.model.critic_path else frozen_copy(policy)
-        critic = CriticRole(ValueModel(critic_lm.requires_grad_(True)).to(basics.device), tcfg.critic_optim, algo,
-                            tcfg.mini_batch_size, tcfg.micro_batch_size)
-    sample_gen = torch.Generator(device=basics.device).manual_seed(config.seed)
-    shuffle_gen = torch.Generator().manual_seed(config.seed + 1)
-    kl_control = kl_controller_from_config(algo)
-    if checkpoint:
-        load_trainer_states(checkpoint, actor, critic)
-        state.restore_generators(sample_gen, shuffle_gen)
-        if state.kl_coef is not None:
-            kl_control.value = state.kl_coef
-        rollout.update_weights(actor.state_dict(), version=state.step)
-        write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
-    params = sampling_params(config)
-    on_policy_reuse = not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs)
-    logger = MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write)
-    prior_wall = state.wall_seconds
-
-    def save(at_state: RunState) -> None:
-        at_state.wall_seconds = prior_wall + time.time() - started
-        at_state.kl_coef = kl_control.value
-        save_checkpoint(run_dir, at_state, actor, critic, basics.tokenizer, config.checkpoint.keep_last)
+    session = start_session(config, resume, write)
+    run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
+    params, sample_gen, shuffle_gen = session.params, session.sample_gen, session.shuffle_gen
 
     def score(batch) -> dict[str, float]:
         scores = basics.reward.score_batch(batch, rollout.decode_prompts(batch), rollout.decode_responses(batch))
         scores.update(shape_overlong_rewards(algo, batch, params.max_new_tokens))
         return scores
-
-    if checkpoint is None:
-        state.last_eval = evaluate(rollout, basics.eval_reward, basics.task.eval, config.eval.batch_size, eval_tokens)
-        state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
-        logger.log(0, state.last_eval)
-        state.capture(sample_gen, shuffle_gen, 0)
-        save(state)
 
     producer = RolloutProducer(
         rollout, score, PromptStream(basics.task.train, seed=config.seed, position=state.data_position),
@@ -162,7 +98,8 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "time/generation": item.generation_seconds,
             })
             batch = batch.to(basics.device)
-            train_on_batch(batch, algo, actor, critic, reference, kl_control, shuffle_gen, on_policy_reuse, timer, metrics)
+            train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control, shuffle_gen,
+                           session.on_policy_reuse, timer, metrics)
             with timer("weight_sync"):
                 producer.post_weights(actor.export_weights(step, int(config.runtime.weight_sync.bucket_mb * 2**20)))
             samples += len(batch)
@@ -173,20 +110,20 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             })
             if config.eval.every and step % config.eval.every == 0 or step == tcfg.steps:
                 with timer("eval"), producer.borrow() as engine:
-                    state.last_eval = evaluate(engine, basics.eval_reward, basics.task.eval, config.eval.batch_size, eval_tokens)
+                    state.last_eval = session.evaluate(engine)
                 metrics.update(state.last_eval)
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
             state.shuffle_rng = generator_state_to_json(shuffle_gen)
             if config.checkpoint.every and step % config.checkpoint.every == 0 or step == tcfg.steps:
                 with timer("checkpoint"):
-                    save(state)
+                    session.save(state)
             metrics.update(timer.seconds)
             metrics["time/step"] = time.perf_counter() - step_start
-            logger.log(step, metrics)
+            session.logger.log(step, metrics)
             progress.update(1)
     finally:
         producer.stop()
         progress.close()
-    logger.close()
-    return write_summary(run_dir, state, prior_wall + time.time() - started, tcfg.steps,
+    session.logger.close()
+    return write_summary(run_dir, state, session.wall_seconds, tcfg.steps,
                          {"max_staleness": acfg.max_staleness})
