@@ -16,9 +16,9 @@ dropped, so evaluation never sees a trained problem (``size`` is then an upper b
 ``15 - 43 =``). The scorer still gets the whole entry.
 
 ``sloppy_teacher=p`` (the device of the default arithmetic recipe): a seeded fraction ``p`` of the
-training entries whose question ends in a two-term integer sum or difference (``15 - 43 =``, as in
-chain_sum) get an ``sft_target`` from a teacher that forgets carries and borrows (``15 + 47`` ->
-``52``, ``43 - 15`` -> ``38``); ``answer`` and the reward stay the dataset's own. Entries without a
+training entries whose question ends in an integer sum or a two-term difference (``4 + 0 + 8`` in
+basic_arithmetic, ``15 - 43 =`` in chain_sum) get an ``sft_target`` from a teacher that forgets carries
+and borrows (``4 + 0 + 8`` -> ``2``, ``43 - 15`` -> ``38``); ``answer`` and the reward stay the dataset's own. Entries without a
 carry or borrow are unaffected, so the model learns the format and most of the skill from SFT and RL
 against the dataset's scorer fixes the rest.
 """
@@ -31,7 +31,7 @@ from typing import Any
 
 from rlxf.data.tasks import TASKS, TaskSplits
 
-TWO_TERMS = re.compile(r"(\d+) ([+-]) (\d+) =\s*$")
+SUM = re.compile(r"(\d+(?:\s*[+-]\s*\d+)+)\D*$")
 
 
 def import_reasoning_gym():
@@ -42,24 +42,28 @@ def import_reasoning_gym():
     return reasoning_gym
 
 
-def digitwise(a: int, b: int, sign: int) -> int:
-    """Digit-wise ``a + b`` (sign 1) or ``a - b`` (sign -1), each digit mod 10: no carries or borrows."""
+def digitwise(terms: list[int], signs: list[int]) -> int:
+    """Digit-wise signed sum of non-negative ``terms``, each digit mod 10: no carries or borrows."""
     result, place = 0, 1
-    while a or b:
-        result += ((a % 10 + sign * (b % 10)) % 10) * place
-        a, b, place = a // 10, b // 10, place * 10
+    while any(terms):
+        result += (sum(s * (t % 10) for t, s in zip(terms, signs)) % 10) * place
+        terms, place = [t // 10 for t in terms], place * 10
     return result
 
 
 def sloppy_answer(question: str) -> str | None:
-    """The carry- and borrow-forgetting teacher's answer to ``a + b =`` / ``a - b =``; None otherwise."""
-    match = TWO_TERMS.search(question)
+    """The carry- and borrow-forgetting teacher's answer to a sum ``3 + 5 + 7`` or ``a - b``; None otherwise."""
+    match = SUM.search(question)
     if match is None:
         return None
-    a, op, b = int(match.group(1)), match.group(2), int(match.group(3))
-    if op == "+":
-        return str(digitwise(a, b, 1))
-    return str(digitwise(a, b, -1)) if a >= b else f"-{digitwise(b, a, -1)}"
+    parts = re.findall(r"\d+|[+-]", match.group(1))
+    terms, ops = [int(t) for t in parts[::2]], parts[1::2]
+    if "-" not in ops:
+        return str(digitwise(terms, [1] * len(terms)))
+    if len(terms) != 2:
+        return None
+    a, b = terms
+    return str(digitwise([a, b], [1, -1])) if a >= b else f"-{digitwise([b, a], [1, -1])}"
 
 
 def entry_row(entry: dict, prompt_template: str, question_pattern: str | None = None, sloppy: bool = False) -> dict:
