@@ -70,12 +70,17 @@ def validate_row(row: dict, where: str) -> None:
         raise DatasetError(f"{where}: `messages` must be a list of {{role, content}} strings")
 
 
-@TASKS.register("file")
-def file_task(seed: int, eval_size: int, path: str, eval_path: str | None = None) -> TaskSplits:
-    """Rows from ``path``; held-out rows from ``eval_path`` or, without one, the last ``eval_size`` rows."""
-    rows = read_rows(path)
+def split_files(read, path: str, eval_path: str | None, eval_size: int) -> TaskSplits:
+    """Rows ``read(path)``; held-out rows from ``read(eval_path)`` or, without one, the last ``eval_size`` rows."""
+    rows = read(path)
     if eval_path:
-        return TaskSplits(train=rows, eval=read_rows(eval_path))
+        return TaskSplits(train=rows, eval=read(eval_path))
     if eval_size >= len(rows):
         raise DatasetError(f"dataset {path!r} has {len(rows)} rows: too few to hold out {eval_size}")
     return TaskSplits(train=rows[:-eval_size], eval=rows[-eval_size:])
+
+
+@TASKS.register("file")
+def file_task(seed: int, eval_size: int, path: str, eval_path: str | None = None) -> TaskSplits:
+    """Prompt rows from ``path`` (see ``split_files`` for the held-out split)."""
+    return split_files(read_rows, path, eval_path, eval_size)

@@ -21,7 +21,7 @@ import torch
 
 from rlxf.batch import TrajectoryBatch
 from rlxf.data.arithmetic import add_without_carry, arithmetic_task
-from rlxf.data.files import DatasetError, read_records, validate_row
+from rlxf.data.files import DatasetError, read_records, split_files, validate_row
 from rlxf.data.tasks import TASKS, TaskSplits
 
 
@@ -107,10 +107,5 @@ def arithmetic_preferences(seed: int, eval_size: int, **task_args) -> TaskSplits
 
 @TASKS.register("preference_file")
 def preference_file(seed: int, eval_size: int, path: str, eval_path: str | None = None) -> TaskSplits:
-    """Pairs from ``path``; held-out pairs from ``eval_path`` or, without one, the last ``eval_size`` rows."""
-    rows = read_preference_rows(path)
-    if eval_path:
-        return TaskSplits(train=rows, eval=read_preference_rows(eval_path))
-    if eval_size >= len(rows):
-        raise DatasetError(f"dataset {path!r} has {len(rows)} rows: too few to hold out {eval_size}")
-    return TaskSplits(train=rows[:-eval_size], eval=rows[-eval_size:])
+    """Preference pairs from ``path`` (see ``files.split_files`` for the held-out split)."""
+    return split_files(read_preference_rows, path, eval_path, eval_size)
