@@ -8,16 +8,23 @@ import time
 from collections.abc import Callable
 
 
-def alternate(runs: dict[str, Callable[[], object]], reps: int, warmup: int = 1) -> dict[str, list[float]]:
-    """Time each callable ``reps`` times, interleaved (a, b, a, b, ...) so background load hits all alike."""
+def alternate(
+    runs: dict[str, Callable[[], object]], reps: int, warmup: int = 1, sync: Callable[[], object] = lambda: None
+) -> dict[str, list[float]]:
+    """Time each callable ``reps`` times, interleaved (a, b, a, b, ...) so background load hits all alike.
+
+    ``sync`` runs before each clock read (``torch.cuda.synchronize`` on a GPU: kernels are asynchronous).
+    """
     for _ in range(warmup):
         for fn in runs.values():
             fn()
+    sync()
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(reps):
         for name, fn in runs.items():
             start = time.perf_counter()
             fn()
+            sync()
             seconds[name].append(time.perf_counter() - start)
     return seconds
 

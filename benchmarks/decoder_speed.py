@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlxf.rollout.decoders import HFDecoder, LlamaDecoder
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import alternate  # noqa: E402
 
 
 def tiny_llama(vocab: int, device, dtype) -> LlamaForCausalLM:
@@ -83,17 +87,8 @@ def hf_generate(model, ids, mask, new: int, greedy: bool) -> torch.Tensor:
 
 
 def time_interleaved(fns: dict, reps: int, sync) -> dict[str, dict[str, float]]:
-    """Run the candidates round-robin (so background load hits all of them alike); best and median seconds."""
-    for fn in fns.values():  # warm-up
-        fn()
-    sync()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(reps):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            sync()
-            times[name].append(time.perf_counter() - t0)
+    """Best and median seconds of round-robin runs (benchmarks/common.alternate)."""
+    times = alternate(fns, reps, sync=sync)
     return {k: {"best": min(v), "median": statistics.median(v)} for k, v in times.items()}
 
 
