@@ -14,6 +14,7 @@ import torch
 
 from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
+from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.precision import autocast
 
 LossFn = Callable[[object], tuple[torch.Tensor, dict[str, float]]]
@@ -33,6 +34,7 @@ def warmup_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> torc
     )
 
 
+@TRAIN_ENGINES.register("single")
 class TrainEngine:
     def __init__(self, model: torch.nn.Module, cfg: OptimConfig) -> None:
         self.model = model

@@ -25,6 +25,7 @@ from torch.distributed.checkpoint.state_dict import (
 
 from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
+from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.engine import TrainEngine
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -46,6 +47,7 @@ def global_counts(mask: torch.Tensor) -> tuple[float, float]:
     return float(counts[0]), float(counts[1])
 
 
+@TRAIN_ENGINES.register("fsdp2")
 class FSDP2TrainEngine(TrainEngine):
     def __init__(self, model: torch.nn.Module, cfg: OptimConfig) -> None:
         from torch.distributed.fsdp import fully_shard

@@ -1,0 +1,32 @@
+"""Train engines by name (``train.backend``): ``single`` (one process), ``fsdp2``, ``deepspeed``.
+
+Every engine has the ``TrainEngine`` interface (``optimizer_step``, ``save_state``/``load_state`` in
+the single-process checkpoint format), so roles and loops never ask which one they hold. Data-parallel
+engines need ``torch.distributed`` initialised before they are built. Modules are imported on first
+use, so DeepSpeed is only imported by a run that asks for it.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from rlxf.registry import Registry
+
+TRAIN_ENGINES: Registry = Registry("train backend")
+
+# name -> module that registers it
+TRAIN_ENGINE_MODULES = {
+    "single": "rlxf.train.engine",
+    "fsdp2": "rlxf.train.fsdp_engine",
+    "deepspeed": "rlxf.train.deepspeed_engine",
+}
+
+
+def train_engine_class(name: str):
+    if name not in TRAIN_ENGINES and name in TRAIN_ENGINE_MODULES:
+        importlib.import_module(TRAIN_ENGINE_MODULES[name])
+    return TRAIN_ENGINES.get(name)
+
+
+def build_train_engine(name: str, model, cfg):
+    return train_engine_class(name)(model, cfg)
