@@ -1,6 +1,12 @@
 """``loop: rl`` vs ``loop: rl_async`` (interruptible, bounded staleness) on a long-tailed length distribution.
 
-    .venv/bin/python benchmarks/async_vs_sync.py [--steps 8] [--reps 2] [--threads 1] [--max-staleness 1]
+    .venv/bin/python benchmarks/async_vs_sync.py [--steps 8] [--reps 2] [--threads 1] [--max-staleness 1] \
+        [--modes rl:embedded,rl:ray,rl_async:ray,rl_async:embedded]
+
+A mode is ``loop:runtime``. On ``ray`` every role is its own actor (``runtime.placement=disaggregated``),
+so the asynchronous producer runs in the rollout actor's process and overlaps the trainer's; on
+``embedded`` it is a thread of the trainer's process. ``async_over_sync`` divides the first async
+mode's median samples/s by the best synchronous mode's.
 
 The long tail: the untrained tiny model (``--sft-steps 0``) over a character vocabulary ends a response with
 probability about 1/vocab per token, so response lengths are roughly geometric and a few rows of
@@ -33,9 +39,10 @@ def brevity(prompts, responses, metadata) -> list[float]:
     return [1.0 - min(len(r), 64) / 64 for r in responses]
 
 
-def run_once(loop: str, run_dir: Path, args, extra: list[str]) -> dict:
+def run_once(mode: str, run_dir: Path, args, extra: list[str]) -> dict:
+    loop, runtime = mode.split(":")
     config = load_config(None, [
-        f"run_dir={run_dir}", f"loop={loop}", f"threads={args.threads}", f"sft.steps={args.sft_steps}", f"rollout.temperature={args.temperature}", f"train.steps={args.steps}",
+        f"run_dir={run_dir}", f"loop={loop}", f"runtime.kind={runtime}", "runtime.placement=disaggregated", f"threads={args.threads}", f"sft.steps={args.sft_steps}", f"rollout.temperature={args.temperature}", f"train.steps={args.steps}",
         f"train.prompts_per_step={args.prompts}", f"rollout.n_samples={args.n}",
         f"train.mini_batch_size={args.prompts * args.n}", f"train.micro_batch_size={args.prompts * args.n}",
         f"rollout.max_new_tokens={args.new}", "data.eval_size=16", "eval.every=0", "checkpoint.every=0",
@@ -72,19 +79,28 @@ def main() -> None:
     parser.add_argument("--reward", choices=["brevity", "arithmetic"], default="brevity")
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument("--queue-size", type=int, default=1)
+    parser.add_argument("--modes", default="rl:embedded,rl:ray,rl_async:ray")
     args = parser.parse_args()
-    async_extra = [f"async_rl.max_staleness={args.max_staleness}", f"async_rl.chunk_steps={args.chunk_steps}"]
-    results: dict[str, list[dict]] = {"rl": [], "rl_async": []}
+    async_extra = [f"async_rl.max_staleness={args.max_staleness}", f"async_rl.chunk_steps={args.chunk_steps}",
+                   f"async_rl.queue_size={args.queue_size}"]
+    modes = args.modes.split(",")
+    results: dict[str, list[dict]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as tmp:
-        for rep in range(args.reps):
-            results["rl"].append(run_once("rl", Path(tmp) / f"rl{rep}", args, []))
-            results["rl_async"].append(run_once("rl_async", Path(tmp) / f"async{rep}", args, async_extra))
-    med = {name: statistics.median(r["samples_per_second"] for r in runs) for name, runs in results.items()}
+        for rep in range(args.reps):  # alternating, so background load hits every mode alike
+            for mode in modes:
+                extra = async_extra if mode.startswith("rl_async") else []
+                results[mode].append(run_once(mode, Path(tmp) / f"{mode.replace(':', '_')}{rep}", args, extra))
+    med = {mode: statistics.median(r["samples_per_second"] for r in runs) for mode, runs in results.items()}
+    sync = max(med[m] for m in modes if m.startswith("rl:"))
+    first_async = next(m for m in modes if m.startswith("rl_async"))
+    reward = {mode: statistics.median(r["reward_last"] for r in runs) for mode, runs in results.items()}
     emit({
         "settings": vars(args),
         "runs": results,
         "median_samples_per_second": med,
-        "async_over_sync": med["rl_async"] / med["rl"],
+        "median_reward_last": reward,
+        "async_over_sync": med[first_async] / sync,
     })
 
 

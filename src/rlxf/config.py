@@ -135,7 +135,7 @@ class AsyncRLConfig(Section):
     """``loop: rl_async`` (loops/rl_async.py): generation overlaps training, with bounded staleness."""
 
     max_staleness: int = Field(1, ge=0)  # trainer version - oldest token's version of a trained sample; 1 = one-step-off-policy
-    queue_size: int = Field(1, ge=1)  # scored batches (one step each) waiting for the trainer
+    queue_size: int = Field(1, ge=1)  # batches generated ahead: at most queue_size + 1 past the last one the trainer took
     interruptible: bool = True  # new weights are loaded mid-generation (partial rollouts)
     chunk_steps: int = Field(8, ge=1)  # decode steps between checks for new weights
     off_policy_correction: bool = True  # algorithm.tis_level none -> token (capped at algorithm.tis_cap)

@@ -45,7 +45,11 @@ def test_weights_posted_mid_batch_interrupt_and_version_the_tokens(tiny_model, t
         return finished
 
     monkeypatch.setattr(InterruptibleGeneration, "run", run_then_post)
-    item = producer._produce(1)
+    producer.start()
+    try:
+        item = producer.get()
+    finally:
+        producer.stop()
     batch = item.batch
     assert item.interruptions == 1 and producer.rollout.version == 1
     for row in range(len(batch)):

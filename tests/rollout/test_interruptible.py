@@ -76,7 +76,7 @@ def test_tokens_after_a_weight_change_carry_the_new_version_and_its_log_probs(ti
     assert (out.token_versions == 5).sum() > 0
 
     # post-pause log-probs = a full forward pass of the new weights over prompt + response
-    prompt_ids, prompt_mask = left_pad([gen.prompts[i] for i in out.prompt_index.tolist()], tokenizer.pad_token_id, "cpu")
+    prompt_ids, prompt_mask = left_pad([prompts(tokenizer)[i] for i in out.prompt_index.tolist()], tokenizer.pad_token_id, "cpu")
     batch = TrajectoryBatch(prompt_ids, prompt_mask, out.response_ids, out.response_mask, out.response_mask,
                             out.prompt_index)
     full_new = batch_log_probs(new_model, batch, 8, params.temperature)

@@ -1,21 +1,28 @@
-"""The rollout producer of ``loop: rl_async``: a thread that generates scored batches into a bounded queue.
+"""The rollout producer of ``loop: rl_async``: a thread beside the rollout engine that generates scored
+batches continuously into a queue.
 
 * One queued item is one step's batch (``prompts_per_step`` prompts x ``n_samples``); item ``s`` is
-  trained at step ``s``. The queue holds at most ``queue_size`` items; the producer blocks when full.
-* Staleness. A sample's version is its *oldest* token's version; the trainer at step ``s`` holds
-  version ``s - 1``, so the sample's staleness is ``s - 1 - version``. Before it starts item ``s`` the
-  producer **waits** until its engine holds version ``>= s - 1 - max_staleness`` (it never generates
-  a sample that would be too old; the trainer still checks and drops any that are, as a guard).
-  Tokens of an interrupted response are newer than its first token, so they are within the bound too.
+  trained at step ``s`` and holds the prompts the synchronous loop would train at step ``s``.
+* Continuous batching: batches are *admitted* into one running :class:`InterruptibleGeneration` as
+  soon as the bounds below allow, so while the long tail of batch ``s`` decodes, batch ``s + 1``
+  fills the decoder's free rows. A batch is queued when all its rows are done (batches are queued
+  in order).
+* Bounds. Batch ``s`` is admitted only when (a) the engine holds version ``>= s - 1 - max_staleness``:
+  the trainer at step ``s`` holds version ``s - 1`` and a sample's version is its *oldest* token's, so
+  no sample can break the bound and nothing generated is thrown away; (b) ``s <= taken + queue_size
+  + 1`` where ``taken`` is the last item the trainer took: at most ``queue_size`` finished batches
+  wait, plus the ones decoding.
 * Weights. The trainer ``post_weights`` a packed copy (runtime/weight_sync.py); the producer loads the
-  newest one between chunks of ``chunk_steps`` decode steps: it pauses the in-flight generation, loads,
-  checks the engine's report and resumes under the new version (rollout/interruptible.py). Without
-  ``interruptible`` it loads only between batches.
-* ``borrow()`` lends the engine to the trainer thread (held-out evaluation): the producer stops at the
-  next chunk boundary and re-prefills its rows afterwards, because the borrower's batches replace the
+  newest one between chunks of ``chunk_steps`` decode steps: it pauses the running rows, loads,
+  checks the engine's report and re-prefills them under the new version (partial rollouts). Without
+  ``interruptible`` it stops admitting and loads once the running rows have drained.
+* ``call_rollout`` lends the engine to a caller (held-out evaluation): the producer stops at the next
+  chunk boundary and re-prefills its rows afterwards, because the borrower's batches replace the
   decoder's KV cache.
 
-Embedded runtime only: the producer drives the rollout role's decoder directly.
+``start_producer`` builds one beside a rollout role: in the trainer's process (embedded runtime, a
+thread) or inside the rollout actor (Ray runtime, ``runtime.attach``), where generation runs in its
+own process and truly overlaps training.
 """
 
 from __future__ import annotations
@@ -25,17 +32,17 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.data.prompts import PromptStream, encode_prompts
-from rlxf.rollout.engine import left_pad
-from rlxf.rollout.interruptible import InterruptibleGeneration, VersionedGeneration
+from rlxf.data.prompts import PromptStream
+from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime.weight_sync import WeightBuckets, check_report
-from rlxf.train.checkpoint import generator_state_to_json
+from rlxf.train.checkpoint import generator_state_from_json, generator_state_to_json
 
 
 @dataclass
@@ -44,9 +51,23 @@ class ProducedBatch:
     batch: TrajectoryBatch  # scored
     scores: dict[str, float]  # reward/* metrics of the batch
     data_position: int  # prompt stream position after this batch's prompts
-    sample_rng: str  # sampling generator state after this batch (for checkpoints)
-    interruptions: int  # weight loads in the middle of this batch
-    generation_seconds: float
+    sample_rng: str  # sampling generator state when this batch was queued (for checkpoints)
+    interruptions: int  # weight loads while this batch had unfinished rows
+    generation_seconds: float  # admission to done
+    queued_max: int  # the longest the queue has been so far (right after a put)
+    inflight_max: int  # the most batches that have decoded at once so far
+
+
+@dataclass
+class _Admitted:
+    """A batch decoding in the generation."""
+
+    batch_id: int
+    rows: list[dict]
+    prompts: list[list[int]]
+    data_position: int
+    started: float = field(default_factory=time.perf_counter)
+    interruptions: int = 0
 
 
 class RolloutProducer(threading.Thread):
@@ -58,10 +79,15 @@ class RolloutProducer(threading.Thread):
         super().__init__(name="rlxf-rollout-producer", daemon=True)
         self.rollout, self.score, self.stream = rollout, score, stream
         self.prompts_per_step, self.params, self.generator = prompts_per_step, params, generator
-        self.max_staleness, self.chunk_steps, self.interruptible = max_staleness, chunk_steps, interruptible
-        self.next_index, self.checksum = first_index, checksum
-        self.queue: queue.Queue[ProducedBatch] = queue.Queue(maxsize=queue_size)
+        self.max_staleness, self.queue_size = max_staleness, queue_size
+        self.chunk_steps, self.interruptible, self.checksum = chunk_steps, interruptible, checksum
+        self.next_index = first_index  # the next batch to admit
+        self.taken = first_index - 1  # the last item the trainer took
+        self.queue: queue.Queue[ProducedBatch] = queue.Queue()  # bounded by admission (b), not here
         self.max_queued = 0  # the largest queue length seen right after a put
+        self.max_inflight = 0  # the most batches decoding at once
+        self._inflight: dict[int, _Admitted] = {}  # index -> batch decoding
+        self._generation: InterruptibleGeneration | None = None
         self._cv = threading.Condition()
         self._pending: WeightBuckets | None = None
         self._stopping = threading.Event()
@@ -79,12 +105,22 @@ class RolloutProducer(threading.Thread):
     def get(self) -> ProducedBatch:
         while True:
             try:
-                return self.queue.get(timeout=0.2)
+                item = self.queue.get(timeout=0.2)
+                break
             except queue.Empty:
                 if self.error is not None:
-                    raise RuntimeError("the rollout producer failed") from self.error
+                    raise RuntimeError(f"the rollout producer failed: {self.error!r}") from self.error
                 if not self.is_alive():
                     raise RuntimeError("the rollout producer stopped") from None
+        with self._cv:
+            self.taken = item.index
+            self._cv.notify_all()
+        return item
+
+    def call_rollout(self, method: str, args: tuple = (), kwargs: dict | None = None):
+        """``rollout.method(*args, **kwargs)`` with the engine borrowed from the producer."""
+        with self.borrow() as rollout:
+            return getattr(rollout, method)(*args, **(kwargs or {}))
 
     @contextmanager
     def borrow(self):
@@ -105,98 +141,120 @@ class RolloutProducer(threading.Thread):
     def run(self) -> None:
         try:
             while not self._stopping.is_set():
-                item = self._produce(self.next_index)
-                if item is None:
-                    return
-                while not self._stopping.is_set():
-                    try:
-                        self.queue.put(item, timeout=0.2)
-                        break
-                    except queue.Full:
-                        continue
-                self.max_queued = max(self.max_queued, self.queue.qsize())
-                self.next_index += 1
+                if not self._cycle():
+                    with self._cv:  # nothing to decode: wait for weights or the trainer
+                        self._cv.wait(timeout=0.05)
+                self._queue_finished()
         except BaseException as err:  # handed to the trainer by get()
             self.error = err
 
-    def _load_pending(self) -> bool:
+    def _cycle(self) -> bool:
+        """Load weights, admit batches, decode one chunk; False when there was nothing to decode."""
+        while self._borrow_wanted.is_set():  # let a borrower in between chunks
+            time.sleep(0.001)
+        with self._engine_lock:
+            gen = self._generation_for_engine()
+            rebuild = self._borrowed  # a borrower replaced the decoder's cache
+            self._borrowed = False
+            if self._pending is not None and (self.interruptible or gen.active_rows == 0):
+                rebuild |= self._load_pending(gen)
+            admitted = []
+            while self._admissible(self.next_index):
+                admitted.append(self.next_index)
+                self.next_index += 1
+            if (rebuild or admitted) and not gen.paused:
+                gen.suspend()
+            for index in admitted:
+                rows = self.stream.take(self.prompts_per_step)
+                prompts = self.rollout.encode(rows)
+                self._inflight[index] = _Admitted(gen.admit(prompts), rows, prompts, self.stream.position)
+            self.max_inflight = max(self.max_inflight, len(self._inflight))
+            if gen.paused:
+                gen.resume(self.rollout.version)
+            if gen.active_rows == 0:
+                return False
+            gen.run(self.chunk_steps, self.generator)
+            return True
+
+    def _generation_for_engine(self) -> InterruptibleGeneration:
+        if self._generation is None:
+            engine = self.rollout.engine
+            self._generation = InterruptibleGeneration(
+                engine.decoder, [], self.params, engine.version, engine.eos_id, engine.pad_id, engine.device
+            )
+        return self._generation
+
+    def _admissible(self, index: int) -> bool:
+        if self._stopping.is_set() or index > self.taken + self.queue_size + 1:
+            return False
+        if not self.interruptible and self._pending is not None:
+            return False  # drain the running rows so the weights can load
+        return self.rollout.version >= index - 1 - self.max_staleness
+
+    def _load_pending(self, gen: InterruptibleGeneration) -> bool:
         with self._cv:
             packed, self._pending = self._pending, None
         if packed is None or packed.version <= self.rollout.version:
             return False
+        if not gen.paused:
+            gen.suspend()
         check_report(packed, self.rollout.load_weights(packed, self.checksum))
+        for admitted in self._inflight.values():
+            if not gen.batch_finished(admitted.batch_id):
+                admitted.interruptions += 1
+        gen.interruptions += 1
         return True
 
-    def _wait_for_version(self, index: int) -> bool:
-        """Block until the engine's version keeps item ``index`` within the staleness bound."""
-        needed = index - 1 - self.max_staleness
-        while not self._stopping.is_set():
+    def _queue_finished(self) -> None:
+        """Score and queue finished batches, in index order."""
+        gen = self._generation
+        while self._inflight:
+            index = min(self._inflight)
+            admitted = self._inflight[index]
             with self._engine_lock:
-                self._load_pending()
-            if self.rollout.version >= needed:
-                return True
-            with self._cv:
-                if self._pending is None:
-                    self._cv.wait(timeout=0.2)
-        return False
-
-    def _acquire_engine(self) -> None:
-        while self._borrow_wanted.is_set():  # let a borrower in between chunks
-            time.sleep(0.001)
-        self._engine_lock.acquire()
-
-    def _produce(self, index: int) -> ProducedBatch | None:
-        if not self._wait_for_version(index):
-            return None
-        start = time.perf_counter()
-        rows = self.stream.take(self.prompts_per_step)
-        rollout = self.rollout
-        prompts = encode_prompts(rows, rollout.tokenizer, rollout.chat_template, rollout.max_prompt_tokens)
-        engine = rollout.engine
-        self._acquire_engine()
-        try:
-            self._borrowed = False
-            session = InterruptibleGeneration(
-                engine.decoder, prompts, self.params, engine.version, engine.eos_id, engine.pad_id, engine.device
-            )
-            interruptions = 0
-            while not session.run(self.chunk_steps, self.generator):
-                if self._stopping.is_set():
-                    return None
-                self._engine_lock.release()
-                self._acquire_engine()
-                new_weights = self.interruptible and self._pending is not None
-                if new_weights or self._borrowed:
-                    session.pause()
-                    if new_weights and self._load_pending():
-                        interruptions += 1
-                    self._borrowed = False
-                    session.resume(engine.version)
-        finally:
-            self._engine_lock.release()
-        batch = to_trajectory_batch(rows, prompts, session.result(), rollout.tokenizer.pad_token_id)
-        scores = self.score(batch)
-        return ProducedBatch(
-            index=index, batch=batch, scores=scores, data_position=self.stream.position,
-            sample_rng=generator_state_to_json(self.generator), interruptions=interruptions,
-            generation_seconds=time.perf_counter() - start,
-        )
+                if not gen.batch_finished(admitted.batch_id):
+                    return
+                result = gen.take(admitted.batch_id)
+            del self._inflight[index]
+            batch = self.rollout.to_batch(admitted.rows, admitted.prompts, result)
+            scores = self.score(batch)
+            self.queue.put(ProducedBatch(
+                index=index, batch=batch, scores=scores, data_position=admitted.data_position,
+                sample_rng=generator_state_to_json(self.generator), interruptions=admitted.interruptions,
+                generation_seconds=time.perf_counter() - admitted.started,
+                queued_max=max(self.max_queued, self.queue.qsize() + 1), inflight_max=self.max_inflight,
+            ))
+            self.max_queued = max(self.max_queued, self.queue.qsize())
 
 
-def to_trajectory_batch(rows: list[dict], prompts: list[list[int]], gen: VersionedGeneration, pad_id: int) -> TrajectoryBatch:
-    """Like ``RolloutRole.generate``'s batch, with a policy version per token."""
-    index = gen.prompt_index
-    prompt_ids, prompt_mask = left_pad([prompts[i] for i in index.tolist()], pad_id, torch.device("cpu"))
-    metadata = [
-        {**{k: v for k, v in rows[i].items() if k not in ("prompt", "messages")}, "stopped": bool(s)}
-        for i, s in zip(index.tolist(), gen.stopped.tolist())
-    ]
-    return TrajectoryBatch(
-        prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=gen.response_ids,
-        response_mask=gen.response_mask, loss_mask=gen.response_mask.clone(), group_ids=index,
-        rollout_log_probs=gen.log_probs, policy_version=gen.token_versions, truncated=~gen.stopped,
-        metadata=metadata,
+def start_producer(
+    rollout, scorer, rows: list[dict], seed: int, position: int, sample_rng: str, first_index: int,
+    prompts_per_step: int, params: SamplingParams, async_cfg, checksum: bool,
+) -> RolloutProducer:
+    """A started producer beside ``rollout`` (``runtime.attach`` calls this where the rollout role
+    lives). ``scorer(rollout, batch)`` scores a batch in place (loops/scoring.py); ``sample_rng`` is the
+    sampling generator's state (train/checkpoint.py's JSON form)."""
+    generator = torch.Generator(device=rollout.engine.device)
+    generator.set_state(generator_state_from_json(sample_rng))
+    producer = RolloutProducer(
+        rollout, partial(scorer, rollout), PromptStream(rows, seed=seed, position=position), prompts_per_step, params,
+        generator, async_cfg.max_staleness, async_cfg.queue_size, async_cfg.chunk_steps,
+        async_cfg.interruptible, first_index=first_index, checksum=checksum,
     )
+    producer.start()
+    return producer
+
+
+class LentRollout:
+    """The rollout role as seen through a producer: every call borrows the engine (``call_rollout``)."""
+
+    def __init__(self, producer) -> None:
+        self._producer = producer
+
+    def __getattr__(self, method: str):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return lambda *args, **kwargs: self._producer.call_rollout(method, args, kwargs)
 
 
 def sample_versions(batch: TrajectoryBatch) -> torch.Tensor:

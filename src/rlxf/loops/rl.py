@@ -30,9 +30,10 @@ from rlxf.data.prompts import PromptStream
 from rlxf.loops import LOOPS
 from rlxf.loops.dynamic_sampling import fill_batch
 from rlxf.loops.greedy_baseline import greedy_baseline_rewards, needs_greedy_baseline
-from rlxf.loops.overlong import filter_overlong, shape_overlong_rewards
+from rlxf.loops.overlong import filter_overlong
 from rlxf.loops.rl_session import start_session
 from rlxf.loops.run_state import RunState
+from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
 from rlxf.rewards.monitors import build_monitor
 from rlxf.runtime.weight_sync import sync_weights
@@ -104,13 +105,13 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
     algo, tcfg, params, sample_gen = config.algorithm, config.train, session.params, session.sample_gen
     monitor = build_monitor(config, rollout, resume_step=session.resume_step)  # monitor/* metrics
     stream = PromptStream(basics.task.train, seed=config.seed, position=state.data_position)
+    score = BatchScorer(basics.reward, algo, params.max_new_tokens)
 
     def rollout_and_score(rows: list[dict], first_group: int, timer: StageTimer, metrics: dict) -> TrajectoryBatch:
         with timer("generation"):
             batch = rollout.generate(rows, params, sample_gen, first_group)
         with timer("reward"):
-            scored = basics.reward.score_batch(batch, rollout.decode_prompts(batch), rollout.decode_responses(batch))
-            scored.update(shape_overlong_rewards(algo, batch, params.max_new_tokens))
+            scored = score(rollout, batch)
         for name, value in scored.items():  # with dynamic sampling: the first round's rewards
             metrics.setdefault(name, value)
         if needs_greedy_baseline(algo):

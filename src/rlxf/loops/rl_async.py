@@ -1,6 +1,8 @@
 """The asynchronous RL controller (``loop: rl_async``): generation overlaps training, staleness bounded.
 
-    producer thread: prompts -> interruptible generation -> rewards -> bounded queue (loops/async_producer.py)
+    producer (beside the rollout engine: a thread in this process, or inside the rollout actor on Ray):
+              prompts -> continuously batched, interruptible generation -> rewards -> queue
+              (loops/async_producer.py)
     trainer (this loop): batch from the queue -> staleness check -> train_on_batch (the sync loop's
                          stage) -> post the new weights to the producer -> eval -> checkpoint
 
@@ -22,8 +24,12 @@ step ``k`` are those right after batch ``k`` was drawn; queued or in-flight batc
 resumed run regenerates from the checkpoint's weights (version ``k``), so its first samples have
 staleness 0 and the bound holds across a resume.
 
-Embedded runtime only (the producer drives the rollout decoder in this process). Not supported here:
-DAPO dynamic sampling, ReMax's greedy baseline, multi-turn environments.
+Where the producer runs: with ``runtime.kind: embedded`` it is a thread of this process and shares
+the GIL with the trainer (little overlap for small models on a CPU); with ``runtime.kind: ray`` it
+runs inside the rollout actor (``runtime.attach``), so generation and training overlap in separate
+processes. Weights go trainer -> driver -> rollout actor. Held-out evaluation borrows the producer's
+engine between chunks. Not supported here: DAPO dynamic sampling, ReMax's greedy baseline,
+multi-turn environments; a rollout actor that dies ends the run (resume from the last checkpoint).
 """
 
 from __future__ import annotations
@@ -32,21 +38,18 @@ import time
 from collections.abc import Callable
 
 from rlxf.config import Config
-from rlxf.data.prompts import PromptStream
 from rlxf.loops import LOOPS
-from rlxf.loops.async_producer import RolloutProducer, sample_versions
+from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
 from rlxf.loops.greedy_baseline import needs_greedy_baseline
-from rlxf.loops.overlong import shape_overlong_rewards
 from rlxf.loops.rl import StageTimer, _progress, train_on_batch
 from rlxf.loops.rl_session import start_session
+from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
 from rlxf.train.checkpoint import generator_state_to_json
 
 
 def async_config(config: Config) -> Config:
     """Refuse what this loop does not support; switch on off-policy correction."""
-    if config.runtime.kind != "embedded":
-        raise ValueError("loop rl_async runs with runtime.kind=embedded only")
     if config.env.name:
         raise ValueError("loop rl_async does not support multi-turn environments (env.name)")
     algo = config.algorithm
@@ -65,17 +68,11 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
     params, sample_gen, shuffle_gen = session.params, session.sample_gen, session.shuffle_gen
 
-    def score(batch) -> dict[str, float]:
-        scores = basics.reward.score_batch(batch, rollout.decode_prompts(batch), rollout.decode_responses(batch))
-        scores.update(shape_overlong_rewards(algo, batch, params.max_new_tokens))
-        return scores
-
-    producer = RolloutProducer(
-        rollout, score, PromptStream(basics.task.train, seed=config.seed, position=state.data_position),
-        tcfg.prompts_per_step, params, sample_gen, acfg.max_staleness, acfg.queue_size, acfg.chunk_steps,
-        acfg.interruptible, first_index=state.step + 1, checksum=config.runtime.weight_sync.checksum,
+    producer = session.runtime.attach(
+        rollout, start_producer, BatchScorer(basics.reward, algo, params.max_new_tokens), basics.task.train,
+        config.seed, state.data_position, generator_state_to_json(sample_gen), state.step + 1,
+        tcfg.prompts_per_step, params, acfg, config.runtime.weight_sync.checksum,
     )
-    producer.start()
     progress = _progress(config, state.step)
     samples = state.step * tcfg.prompts_per_step * params.n
     try:
@@ -93,7 +90,8 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "async/staleness_max": float(staleness.max()),
                 "async/dropped_stale": float(len(item.batch) - len(fresh)),
                 "async/interruptions": float(item.interruptions),
-                "async/queue_max": float(producer.max_queued),
+                "async/queue_max": float(item.queued_max),
+                "async/inflight_max": float(item.inflight_max),
                 "async/oldest_version": float(sample_versions(batch).min()),
                 "time/generation": item.generation_seconds,
             })
@@ -109,8 +107,8 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "response/truncated_fraction": float(batch.truncated.float().mean()), "samples": samples,
             })
             if config.eval.every and step % config.eval.every == 0 or step == tcfg.steps:
-                with timer("eval"), producer.borrow() as engine:
-                    state.last_eval = session.evaluate(engine)
+                with timer("eval"):
+                    state.last_eval = session.evaluate(LentRollout(producer))
                 metrics.update(state.last_eval)
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
             state.shuffle_rng = generator_state_to_json(shuffle_gen)

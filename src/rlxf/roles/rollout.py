@@ -7,7 +7,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rlxf.batch import TrajectoryBatch
 from rlxf.data.prompts import encode_prompts
-from rlxf.rollout.engine import RolloutEngine, left_pad
+from rlxf.rollout.engine import Generation, RolloutEngine, left_pad
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime.weight_sync import WeightBuckets, engine_report, unpack_weights
 
@@ -37,14 +37,22 @@ class RolloutRole:
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,
         first_group: int = 0,
     ) -> TrajectoryBatch:
-        prompts = encode_prompts(rows, self.tokenizer, self.chat_template, self.max_prompt_tokens)
-        gen = self.engine.generate(prompts, params, generator)
+        prompts = self.encode(rows)
+        return self.to_batch(rows, prompts, self.engine.generate(prompts, params, generator), first_group)
+
+    def encode(self, rows: list[dict]) -> list[list[int]]:
+        return encode_prompts(rows, self.tokenizer, self.chat_template, self.max_prompt_tokens)
+
+    def to_batch(self, rows: list[dict], prompts: list[list[int]], gen: Generation, first_group: int = 0) -> TrajectoryBatch:
+        """The trajectory batch of ``gen`` (responses to ``prompts``, encoded from ``rows``); a
+        ``VersionedGeneration`` (interruptible) brings a version per token."""
         index = gen.prompt_index
         prompt_ids, prompt_mask = left_pad([prompts[i] for i in index.tolist()], self.tokenizer.pad_token_id, torch.device("cpu"))
         metadata = [
             {**{k: v for k, v in rows[i].items() if k not in ("prompt", "messages")}, "stopped": bool(s)}
             for i, s in zip(index.tolist(), gen.stopped.tolist())
         ]
+        versions = getattr(gen, "token_versions", None)
         return TrajectoryBatch(
             prompt_ids=prompt_ids,
             prompt_mask=prompt_mask,
@@ -53,7 +61,7 @@ class RolloutRole:
             loss_mask=gen.response_mask.clone(),
             group_ids=index + first_group,
             rollout_log_probs=gen.log_probs,
-            policy_version=torch.full_like(gen.response_ids, gen.version) * gen.response_mask,
+            policy_version=versions if versions is not None else torch.full_like(gen.response_ids, gen.version) * gen.response_mask,
             truncated=~gen.stopped,
             metadata=metadata,
         )

@@ -1,17 +1,26 @@
-"""Interruptible generation (partial rollouts): sample a batch in chunks, pause, swap weights, resume.
+"""Interruptible, continuously batched generation (partial rollouts).
 
-A :class:`InterruptibleGeneration` samples ``n`` responses for each prompt like the built-in engine
-(shared prefill, finished rows leave the decoder's batch), but only ``run(steps)`` decode steps at a
-time. Between chunks the caller may ``pause()``: the unfinished sequences come back (prompt ids,
-tokens so far, their log-probs and policy versions) and the decoder's KV cache is given up. After new
-weights are loaded into the decoder, ``resume(version)`` prefills prompt + partial tokens of every
-unfinished row under the new weights (recomputing their KV cache) and decoding continues. Every token
-records the version of the weights that produced it, so one response may mix two versions
-(``token_versions``, which becomes ``TrajectoryBatch.policy_version``).
+An :class:`InterruptibleGeneration` samples ``n`` responses for each prompt like the built-in engine
+(identical prefixes prefilled once, finished rows leave the decoder's batch), but only ``run(steps)``
+decode steps at a time, and it may hold rows of several *batches*:
 
-Paused and resumed with unchanged weights and the same generator, a generation samples the tokens of
-an uninterrupted one: the active rows are the same, in the same order, so every sampling call draws
-the same noise; only the logits differ by float rounding (prefill vs incremental decode).
+* ``admit(prompts)`` adds a batch (``n`` rows per prompt) while others are still decoding, so the
+  decoder's batch is refilled as rows finish instead of shrinking to the long tail (continuous
+  batching). ``batch_finished(b)`` / ``take(b)`` hand a finished batch back and drop its rows.
+* ``pause()``: the unfinished sequences come back (prompt ids, tokens so far, their log-probs and
+  policy versions) and the decoder's KV cache is given up, e.g. for a weight load. ``resume(version)``
+  prefills prompt + partial tokens of every unfinished row under the decoder's current weights
+  (recomputing their KV cache) and decoding continues. Every token records the version of the
+  weights that produced it, so one response may mix versions (``token_versions``, which becomes
+  ``TrajectoryBatch.policy_version``).
+
+Admitting a batch into a running generation re-prefills the unfinished rows too (the decoder's
+cache has one write slot for all rows); that costs one batched forward over the survivors' tokens,
+a few decode steps' worth, and happens once per admitted batch.
+
+Paused and resumed with unchanged weights and the same generator, one batch samples the tokens of an
+uninterrupted generation: the active rows are the same, in the same order, so every sampling call
+draws the same noise; only the logits differ by float rounding (prefill vs incremental decode).
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
 @dataclass
 class PartialSequence:
-    """An unfinished row at a pause: row ``i * n + j`` is sample j of prompt i."""
+    """An unfinished row at a pause (``row`` indexes the generation's current rows)."""
 
     row: int
     prompt: list[int]
@@ -49,28 +58,29 @@ class InterruptibleGeneration:
         self, decoder: Decoder, prompts: list[list[int]], params: SamplingParams, version: int,
         eos_id: int, pad_id: int, device: torch.device | str,
     ) -> None:
-        self.decoder, self.prompts, self.params = decoder, prompts, params
+        self.decoder, self.params = decoder, params
         self.version, self.eos_id, self.pad_id = version, eos_id, pad_id
         self.device = torch.device(device)
-        total, budget = len(prompts) * params.n, params.max_new_tokens
-        self.prompt_index = torch.arange(len(prompts)).repeat_interleave(params.n)
-        self.ids = torch.full((total, budget), pad_id, dtype=torch.long, device=self.device)
-        self.log_probs = torch.zeros((total, budget), dtype=torch.float32, device=self.device)
-        self.versions = torch.zeros((total, budget), dtype=torch.long, device=self.device)
-        self.lengths = torch.zeros(total, dtype=torch.long, device=self.device)
-        self.stopped = torch.zeros(total, dtype=torch.bool, device=self.device)
-        self.done = torch.zeros(total, dtype=torch.bool, device=self.device)
-        self.interruptions = 0
-        with torch.no_grad():
-            ids, mask = left_pad(prompts, pad_id, self.device)
-            logits = decoder.prefill(ids, mask, budget)
-            if params.n > 1:  # prefill each prompt once, then expand its cache to its n samples
-                rows = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
-                decoder.keep(rows)
-                logits = logits.index_select(0, rows)
-        self.active: torch.Tensor | None = torch.arange(total, device=self.device)  # None while paused
-        self.logits: torch.Tensor | None = logits  # next-token logits of the active rows
+        self.batch_prompts: dict[int, list[list[int]]] = {}
+        self._next_batch = 0
+        budget = params.max_new_tokens
+        # One row per sample; rows of a batch are contiguous, in prompt-major order (i * n + j).
+        self.row_batch = torch.zeros(0, dtype=torch.long, device=self.device)
+        self.row_prompt = torch.zeros(0, dtype=torch.long, device=self.device)
+        self.ids = torch.zeros((0, budget), dtype=torch.long, device=self.device)
+        self.log_probs = torch.zeros((0, budget), dtype=torch.float32, device=self.device)
+        self.versions = torch.zeros((0, budget), dtype=torch.long, device=self.device)
+        self.lengths = torch.zeros(0, dtype=torch.long, device=self.device)
+        self.stopped = torch.zeros(0, dtype=torch.bool, device=self.device)
+        self.done = torch.zeros(0, dtype=torch.bool, device=self.device)
+        self.interruptions = 0  # pauses
+        self.refills = 0  # re-prefills of running rows caused by admit()
+        self.active: torch.Tensor | None = torch.zeros(0, dtype=torch.long, device=self.device)  # None: paused
+        self.logits: torch.Tensor | None = None  # next-token logits of the active rows
+        if prompts:
+            self.admit(prompts)
 
+    # ------------------------------------------------------------------ state
     @property
     def finished(self) -> bool:
         return bool(self.done.all())
@@ -79,10 +89,69 @@ class InterruptibleGeneration:
     def paused(self) -> bool:
         return self.active is None
 
+    @property
+    def active_rows(self) -> int:
+        """Rows still decoding (0 while paused)."""
+        return 0 if self.active is None else len(self.active)
+
+    @property
+    def unfinished_rows(self) -> int:
+        return int((~self.done).sum())
+
+    def batch_finished(self, batch: int) -> bool:
+        return bool(self.done[self.row_batch == batch].all())
+
+    # ------------------------------------------------------------------ admission
+    @torch.no_grad()
+    def admit(self, prompts: list[list[int]]) -> int:
+        """Add ``n`` rows for each prompt as a new batch; returns its id. While running, the
+        unfinished rows are re-prefilled along with the new ones; while paused, ``resume`` does it."""
+        batch, n = self._next_batch, self.params.n
+        self._next_batch += 1
+        self.batch_prompts[batch] = prompts
+        total, budget = len(prompts) * n, self.params.max_new_tokens
+
+        def grow(store: torch.Tensor, fill) -> torch.Tensor:
+            return torch.cat([store, torch.full((total, *store.shape[1:]), fill, dtype=store.dtype, device=self.device)])
+
+        self.row_batch = grow(self.row_batch, batch)
+        self.row_prompt = torch.cat([self.row_prompt, torch.arange(len(prompts), device=self.device).repeat_interleave(n)])
+        self.ids, self.log_probs, self.versions = grow(self.ids, self.pad_id), grow(self.log_probs, 0.0), grow(self.versions, 0)
+        self.lengths, self.stopped, self.done = grow(self.lengths, 0), grow(self.stopped, False), grow(self.done, False)
+        assert self.ids.shape[1] == budget
+        if self.active is not None:
+            if len(self.active):
+                self.refills += 1
+            self._prefill_unfinished()
+        return batch
+
+    def take(self, batch: int) -> VersionedGeneration:
+        """The finished ``batch`` (rows in prompt-major order); its rows leave the generation."""
+        rows = (self.row_batch == batch).nonzero().squeeze(-1)
+        if len(rows) == 0 or not bool(self.done[rows].all()):
+            raise RuntimeError(f"batch {batch} has unfinished rows: run() it to the end first")
+        out = self._generation(rows)
+        keep = self.row_batch != batch
+        new_index = keep.long().cumsum(0) - 1  # the active rows are unfinished, so all are kept
+        if self.active is not None:
+            self.active = new_index[self.active]
+        for name in ("row_batch", "row_prompt", "ids", "log_probs", "versions", "lengths", "stopped", "done"):
+            setattr(self, name, getattr(self, name)[keep])
+        del self.batch_prompts[batch]
+        return out
+
+    def result(self) -> VersionedGeneration:
+        """The only batch, finished (single-batch use)."""
+        if not self.finished:
+            raise RuntimeError("generation has unfinished rows: run() it to the end first")
+        (batch,) = self.batch_prompts
+        return self.take(batch)
+
+    # ------------------------------------------------------------------ decoding
     @torch.no_grad()
     def run(self, steps: int | None = None, generator: torch.Generator | None = None) -> bool:
-        """Sample up to ``steps`` more tokens per active row (None: until every row is finished);
-        returns ``finished``. A row finishes at end-of-sequence or at ``max_new_tokens``."""
+        """Sample up to ``steps`` more tokens per active row (None: until no row is active); returns
+        ``finished``. A row finishes at end-of-sequence or at ``max_new_tokens``."""
         if self.active is None:
             raise RuntimeError("generation is paused: resume() it first")
         budget = self.params.max_new_tokens
@@ -109,17 +178,23 @@ class InterruptibleGeneration:
             self.logits = self.decoder.step(tokens)
         return self.finished
 
-    def pause(self) -> list[PartialSequence]:
-        """Stop decoding; the decoder (and its KV cache) is free for other work, e.g. a weight load."""
+    def suspend(self) -> None:
+        """Stop decoding (the decoder and its KV cache are free for other work); ``resume`` continues."""
+        if self.active is None:
+            raise RuntimeError("generation is already paused")
         self.active, self.logits = None, None
+
+    def pause(self) -> list[PartialSequence]:
+        """``suspend``, counted as an interruption; returns the unfinished sequences."""
+        self.suspend()
         self.interruptions += 1
+        rows = self._unfinished()
         return [
             PartialSequence(
-                row=row, prompt=self.prompts[int(self.prompt_index[row])],
-                tokens=self.ids[row, :length].tolist(), log_probs=self.log_probs[row, :length].tolist(),
-                versions=self.versions[row, :length].tolist(),
+                row=row, prompt=self._prompt(row), tokens=self.ids[row, :length].tolist(),
+                log_probs=self.log_probs[row, :length].tolist(), versions=self.versions[row, :length].tolist(),
             )
-            for row, length in zip(self._unfinished().tolist(), self.lengths[self._unfinished()].tolist())
+            for row, length in zip(rows.tolist(), self.lengths[rows].tolist())
         ]
 
     @torch.no_grad()
@@ -129,33 +204,46 @@ class InterruptibleGeneration:
         if self.active is not None:
             raise RuntimeError("resume() without pause()")
         self.version = version
-        rows = self._unfinished()
-        self.active = rows
-        if rows.numel() == 0:
-            return
-        lengths = self.lengths[rows].tolist()
-        sequences = [
-            self.prompts[int(self.prompt_index[row])] + self.ids[row, :length].tolist()
-            for row, length in zip(rows.tolist(), lengths)
-        ]
-        ids, mask = left_pad(sequences, self.pad_id, self.device)
-        self.logits = self.decoder.prefill(ids, mask, self.params.max_new_tokens - min(lengths))
+        self._prefill_unfinished()
 
-    def result(self) -> VersionedGeneration:
-        if not self.finished:
-            raise RuntimeError("generation has unfinished rows: run() it to the end first")
-        response_mask = response_mask_from_lengths(self.ids, self.lengths)
-        width = int(self.lengths.max())
-        versions = (self.versions * response_mask)[:, :width].cpu()
-        return VersionedGeneration(
-            prompt_index=self.prompt_index,
-            response_ids=self.ids.masked_fill(response_mask == 0, self.pad_id)[:, :width].cpu(),
-            response_mask=response_mask[:, :width].cpu(),
-            log_probs=(self.log_probs * response_mask)[:, :width].cpu(),
-            stopped=self.stopped.cpu(),
-            version=int(versions[response_mask[:, :width].bool().cpu()].min()),
-            token_versions=versions,
-        )
+    # ------------------------------------------------------------------ internals
+    def _prompt(self, row: int) -> list[int]:
+        return self.batch_prompts[int(self.row_batch[row])][int(self.row_prompt[row])]
 
     def _unfinished(self) -> torch.Tensor:
         return (~self.done).nonzero().squeeze(-1)
+
+    def _prefill_unfinished(self) -> None:
+        """KV cache and next-token logits for every unfinished row; identical sequences (the ``n``
+        samples of a fresh prompt) are prefilled once and their cache expanded."""
+        rows = self._unfinished()
+        self.active = rows
+        if rows.numel() == 0:
+            self.logits = None
+            return
+        lengths = self.lengths[rows].tolist()
+        sequences = [tuple(self._prompt(row) + self.ids[row, :n].tolist()) for row, n in zip(rows.tolist(), lengths)]
+        unique: dict[tuple, int] = {}
+        expand = torch.tensor([unique.setdefault(s, len(unique)) for s in sequences], device=self.device)
+        ids, mask = left_pad([list(s) for s in unique], self.pad_id, self.device)
+        logits = self.decoder.prefill(ids, mask, self.params.max_new_tokens - min(lengths))
+        if len(unique) < len(sequences):
+            self.decoder.keep(expand)
+            logits = logits.index_select(0, expand)
+        self.logits = logits
+
+    def _generation(self, rows: torch.Tensor) -> VersionedGeneration:
+        lengths = self.lengths[rows]
+        ids = self.ids[rows]
+        response_mask = response_mask_from_lengths(ids, lengths)
+        width = int(lengths.max())
+        versions = (self.versions[rows] * response_mask)[:, :width].cpu()
+        return VersionedGeneration(
+            prompt_index=self.row_prompt[rows].cpu(),
+            response_ids=ids.masked_fill(response_mask == 0, self.pad_id)[:, :width].cpu(),
+            response_mask=response_mask[:, :width].cpu(),
+            log_probs=(self.log_probs[rows] * response_mask)[:, :width].cpu(),
+            stopped=self.stopped[rows].cpu(),
+            version=int(versions[response_mask[:, :width].bool().cpu()].min()),
+            token_versions=versions,
+        )

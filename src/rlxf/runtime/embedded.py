@@ -13,5 +13,9 @@ class EmbeddedRuntime:
     def place(self, role: str, factory, *args, **kwargs):
         return factory(*args, **kwargs)
 
+    def attach(self, role, factory, *args, **kwargs):
+        """``factory(role, *args)``: something that lives beside ``role`` (e.g. the async producer)."""
+        return factory(role, *args, **kwargs)
+
     def close(self) -> None:
         pass

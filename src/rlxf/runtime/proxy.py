@@ -25,8 +25,11 @@ REPLAYED = {"update_weights": "weights", "load_weights": "weights"}
 
 
 class RoleProxy:
-    def __init__(self, name: str, actor, restartable: bool, max_retries: int = 3, keep_alive=None) -> None:
+    def __init__(
+        self, name: str, actor, restartable: bool, max_retries: int = 3, keep_alive=None, remote_method: str = "call"
+    ) -> None:
         self._name = name
+        self._remote_method = remote_method  # the RoleWorker method that runs a call
         self._keep_alive = keep_alive  # the actor's constructor arguments, needed again on restart
         self._actor = actor
         self._restartable = restartable
@@ -43,7 +46,7 @@ class RoleProxy:
         wire_args, wire_kwargs, generators = to_wire(args, kwargs)
         for attempt in range(self._max_retries + 1):
             try:
-                result = ray.get(self._actor.call.remote(method, wire_args, wire_kwargs))
+                result = ray.get(getattr(self._actor, self._remote_method).remote(method, wire_args, wire_kwargs))
                 break
             except (RayActorError, ActorUnavailableError) as err:
                 if not self._restartable or attempt == self._max_retries:
@@ -68,6 +71,13 @@ class RoleProxy:
                 time.sleep(0.2)
         for method, args, kwargs in self._replay.values():
             ray.get(self._actor.call.remote(method, args, kwargs))
+
+    def attach(self, factory, *args, **kwargs) -> RoleProxy:
+        """Build ``factory(role, *args)`` inside the role's actor; calls on the returned proxy go to it.
+        Not restarted with the actor: it may hold state (the async producer's queue)."""
+        ray.get(self._actor.attach.remote(factory, args, kwargs))
+        return RoleProxy(f"{self._name}+{getattr(factory, '__name__', 'attached')}", self._actor, restartable=False,
+                         remote_method="call_attached")
 
     def attribute(self, name: str):
         """A plain attribute (or property) of the remote role."""

@@ -32,7 +32,8 @@ def connect(address: str | None, num_cpus: float | None = None) -> bool:
     # Workers import the driver's modules (user rewards, tests) on a local cluster.
     env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
     if address is None:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+        # "local": always a fresh cluster for this run, never one that happens to run on this machine.
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     else:
         ray.init(address=address, log_to_driver=False)
     return True
@@ -79,6 +80,10 @@ class RayRuntime:
         proxy = RoleProxy(role, actor, restartable, max_retries=self.rcfg.max_restarts, keep_alive=spec)
         self.proxies[role] = proxy
         return proxy
+
+    def attach(self, proxy: RoleProxy, factory, *args, **kwargs) -> RoleProxy:
+        """``factory(role, *args)`` built inside the actor of the role behind ``proxy``."""
+        return proxy.attach(factory, *args, **kwargs)
 
     def close(self) -> None:
         for proxy in self.proxies.values():

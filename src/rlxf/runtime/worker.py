@@ -21,6 +21,13 @@ class RoleWorker:
     def call(self, method: str, args: tuple, kwargs: dict) -> CallResult:
         return run_call(getattr(self.role, method), args, kwargs)
 
+    def attach(self, factory, args: tuple, kwargs: dict) -> None:
+        """Build ``factory(role, *args)`` in this process, beside the role (``RayRuntime.attach``)."""
+        self.attached = factory(self.role, *args, **kwargs)
+
+    def call_attached(self, method: str, args: tuple, kwargs: dict) -> CallResult:
+        return run_call(getattr(self.attached, method), args, kwargs)
+
     def attribute(self, name: str):
         return getattr(self.role, name)
 
