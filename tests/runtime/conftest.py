@@ -1,18 +1,70 @@
-"""A local Ray cluster shared by this folder's tests (started once, always shut down)."""
+"""Shared by this folder's tests: Ray clusters (one per module, always shut down), the shrunk default
+recipe run embedded as the reference, and the helpers that compare a Ray run with it."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
+from rlxf.config import load_config
+from rlxf.loops import setup
+from rlxf.loops.rl import train_rl
+from tests.conftest import small_overrides
+
+STEPS = 2
+VOLATILE = ("time/",)
+COMPARED = ("runtime.weight_sync.checksum=true",)  # every run compared with the embedded one uses these
+
+
+def run_recipe(tmp_path, model_dir, name: str, *extra: str) -> list[dict]:
+    """The default recipe shrunk to ``STEPS`` steps; its metric rows without the timings."""
+    run_dir = tmp_path / name
+    config = load_config(None, [*small_overrides(run_dir, model_dir, steps=STEPS), *extra])
+    train_rl(config, write=lambda _: None)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in rows]
+
+
+def assert_same_run(rows: list[dict], expected: list[dict]) -> None:
+    """Every step there once, every trajectory counted once, every metric equal to ``expected``'s."""
+    assert [r["step"] for r in rows] == list(range(STEPS + 1))
+    assert rows[-1]["samples"] == expected[-1]["samples"]
+    assert len(rows) == len(expected)
+    for row, want in zip(rows, expected):
+        assert row == pytest.approx(want, abs=1e-5, nan_ok=True)
+    assert "weight_sync/checksum_ok" in rows[1] and rows[1]["weight_sync/buckets"] >= 1
+
 
 @pytest.fixture(scope="session")
-def ray_cluster(tmp_path_factory):
-    """Ray on 2 CPUs; workers see ``RLXF_TEST_CRASH_MARKER`` (tests/runtime/crashing_rollout.py)."""
+def embedded_rows(tmp_path_factory, tiny_model_dir):
+    return run_recipe(tmp_path_factory.mktemp("embedded"), tiny_model_dir, "embedded", *COMPARED)
+
+
+@pytest.fixture(scope="session")
+def crash_marker(tmp_path_factory) -> Path:
+    """``RLXF_TEST_CRASH_MARKER`` (tests/runtime/crashing_rollout.py), set before any Ray node starts
+    so that every worker inherits it."""
+    marker = tmp_path_factory.mktemp("chaos") / "crash_on_call"
+    os.environ["RLXF_TEST_CRASH_MARKER"] = str(marker)
+    return marker
+
+
+def crash_rollout_in_step_2(marker: Path, monkeypatch) -> None:
+    """The rollout role's process SIGKILLs itself inside step 2's ``generate``."""
+    from tests.runtime.crashing_rollout import crashing_rollout_role
+
+    marker.write_text("3")  # generate calls: 1 = the initial eval, 2 = step 1, 3 = step 2 -> dies there
+    monkeypatch.setattr(setup, "make_rollout_role", crashing_rollout_role)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(crash_marker):
+    """Ray on 2 CPUs, one node, started by rlxf's own ``connect``."""
     ray = pytest.importorskip("ray", reason="ray is not installed (pip install -e '.[ray]')")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ["RLXF_TEST_CRASH_MARKER"] = str(tmp_path_factory.mktemp("chaos") / "crash_on_call")
     from rlxf.runtime.ray_runtime import connect
 
     connect(None, num_cpus=2)

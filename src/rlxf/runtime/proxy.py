@@ -86,5 +86,8 @@ class RoleProxy:
     def pid(self) -> int:
         return ray.get(self._actor.pid.remote())
 
+    def node_id(self) -> str:
+        return ray.get(self._actor.node_id.remote())
+
     def kill(self) -> None:
         ray.kill(self._actor, no_restart=True)

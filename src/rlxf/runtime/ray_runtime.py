@@ -29,14 +29,25 @@ def connect(address: str | None, num_cpus: float | None = None) -> bool:
     if ray.is_initialized():
         return False
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Workers import the driver's modules (user rewards, tests) on a local cluster.
-    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))}
+    # Workers import the driver's modules (user rewards, tests, a source checkout) from its sys.path.
+    paths = [p for p in sys.path if p and os.path.isdir(p)]
     if address is None:
+        env = {"PYTHONPATH": os.pathsep.join(paths)}
         # "local": always a fresh cluster for this run, never one that happens to run on this machine.
         ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     else:
-        ray.init(address=address, log_to_driver=False)
+        # On other nodes: the driver's own folders (the same paths on a shared filesystem; ignored where
+        # missing) ahead of the node's PYTHONPATH; the interpreter's folders are the node's own business.
+        prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+        own = [p for p in paths if not any(_is_under(p, prefix) for prefix in prefixes)]
+        env = {"PYTHONPATH": os.pathsep.join([*own, "${PYTHONPATH}"])}
+        ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": env})
     return True
+
+
+def _is_under(path: str, folder: str) -> bool:
+    path = os.path.realpath(path)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 @RUNTIMES.register("ray")

@@ -33,3 +33,9 @@ class RoleWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (hex id), e.g. to check where a placement put a role."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
