@@ -96,3 +96,32 @@ def test_resume_needs_a_pause_and_run_needs_a_resume(tiny_model, tokenizer):
         gen.run(1)
     with pytest.raises(RuntimeError):
         gen.result()
+
+
+def test_a_batch_admitted_mid_generation_samples_with_correct_log_probs(tiny_model, tokenizer):
+    """Continuous batching: batch 1 joins while batch 0 decodes (the running rows are re-prefilled);
+    both come back whole, in prompt-major order, and every recorded log-prob equals a full forward
+    pass over prompt + response."""
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=10)
+    gen = session(tiny_model, tokenizer, params=params)
+    rng = torch.Generator().manual_seed(0)
+    gen.run(3, rng)
+    running = gen.active_rows
+    assert 0 < running <= 6
+    second = gen.admit(prompts(tokenizer)[:2])
+    assert second == 1 and gen.refills == 1 and gen.active_rows == running + 4
+    with pytest.raises(RuntimeError):
+        gen.take(1)
+    gen.run(None, rng)
+    assert gen.batch_finished(0) and gen.batch_finished(1)
+    outs = {1: gen.take(1), 0: gen.take(0)}  # any order
+    assert gen.unfinished_rows == 0 and not gen.batch_prompts and len(gen.done) == 0
+    for batch_id, out in outs.items():
+        rows = prompts(tokenizer)[: 3 if batch_id == 0 else 2]
+        assert out.prompt_index.tolist() == [i for i in range(len(rows)) for _ in range(2)]
+        prompt_ids, prompt_mask = left_pad([rows[i] for i in out.prompt_index.tolist()], tokenizer.pad_token_id, "cpu")
+        batch = TrajectoryBatch(prompt_ids, prompt_mask, out.response_ids, out.response_mask, out.response_mask,
+                                out.prompt_index)
+        full = batch_log_probs(tiny_model, batch, 8, params.temperature)
+        mask = out.response_mask.bool()
+        torch.testing.assert_close(out.log_probs[mask], full[mask].float(), atol=1e-4, rtol=0)

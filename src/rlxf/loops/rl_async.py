@@ -123,5 +123,6 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
         producer.stop()
         progress.close()
     session.logger.close()
+    session.runtime.close()
     return write_summary(run_dir, state, session.wall_seconds, tcfg.steps,
                          {"max_staleness": acfg.max_staleness})
