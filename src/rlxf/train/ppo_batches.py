@@ -33,7 +33,7 @@ def ppo_update(
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
         normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
-        history.append(engine.optimizer_step(micro_batches(mini, micro_batch_size), partial(loss_of, normaliser=normaliser)))
+        history.append(engine.optimizer_step(micro_batches(mini, micro_batch_size, by_length=True), partial(loss_of, normaliser=normaliser)))
     return history
 
 
