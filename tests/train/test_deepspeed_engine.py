@@ -1,6 +1,7 @@
 """DeepSpeed ZeRO-2 and ZeRO-3 on 2 gloo ranks vs the single-process engine on the same data: same
 losses, and checkpoints that cross between DeepSpeed, the single-process engine and FSDP2 in both
-directions. Tolerance: 1e-4 absolute on a loss of about 4.6 (float32, different reduction order)."""
+directions. Tolerance: 1e-5 absolute on a loss of about 4.6 (float32, different reduction order); the
+largest difference measured on this test's comparisons was 3.3e-7."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip ins
 
 from tests.train.dp_helpers import single, spawn_jobs  # noqa: E402
 
-TOL = 1e-4
+TOL = 1e-5
 
 
 @pytest.mark.parametrize("stage", [2, 3])
 def test_deepspeed_zero_matches_single_process_and_checkpoints_cross_over(tmp_path, tiny_model_dir, stage):
-    ds = {"backend": "deepspeed", "options": {"zero_stage": stage}}
+    # ZeRO-2 is the default: build_train_engine("deepspeed", model, cfg) without options.
+    ds = {"backend": "deepspeed", "options": {} if stage == 2 else {"zero_stage": stage}}
     ckpts = {name: str(tmp_path / name) for name in ("single", "ds", "fsdp")}
     reference = single(tiny_model_dir, (0, 4))
     single(tiny_model_dir, (0, 2), save_to=ckpts["single"])

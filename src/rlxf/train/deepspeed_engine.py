@@ -167,7 +167,7 @@ class DeepSpeedTrainEngine(TrainEngine):
         saved_group = indexed["param_groups"][0]
         for group in self.optimizer.param_groups:  # lr, betas, weight decay, initial_lr as saved
             group.update({k: tuple(v) if k == "betas" else v for k, v in saved_group.items() if k != "params"})
-        if indexed["state"]:
+        if indexed["state"]:  # (DeepSpeed's ZeRO state is private API: tested with DeepSpeed 0.19.8)
             step = next(iter(indexed["state"].values()))["step"]
             for flat in self._flat_partitions():
                 self.optimizer.state[flat] = {
@@ -177,7 +177,7 @@ class DeepSpeedTrainEngine(TrainEngine):
             if self.zero_stage == 2:  # point each parameter's fragment view at the new state tensors
                 self.zero_optimizer._hp_optimizer_states_linked = False
                 self.zero_optimizer._lazy_init_hp_params_optimizer_state()
-            device = self.zero_optimizer.device if self.zero_stage == 3 else self.params[0].device
+            device = self._flat_partitions()[0].device
             for index, param in enumerate(self.params):
                 for key in ADAM_SLOTS:
                     value = indexed["state"][index][key].to(device, torch.float32)
