@@ -1,8 +1,10 @@
-"""Shared by the data-parallel tests: a fixed token dataset, a token-mean loss, one training run."""
+"""Shared by the data-parallel tests: a fixed token dataset, a token-mean loss, a training run, the
+single-process reference (`single`) and a group of spawned gloo ranks running jobs (`spawn_jobs`)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import torch
@@ -79,7 +81,7 @@ def spawn_jobs(tmp_path, model_dir, jobs: list[dict], world: int = 2) -> list[li
 
     from tests.train.dp_worker import dp_rank
 
-    tag = f"spawn{len(list(tmp_path.glob('spawn*.init')))}"
+    tag = f"spawn_{uuid.uuid4().hex[:8]}"  # a fresh rendezvous file for every group
     out = tmp_path / f"{tag}.json"
     mp.spawn(dp_rank, args=(world, str(tmp_path / f"{tag}.init"), model_dir, jobs, str(out)), nprocs=world, join=True)
     return json.loads(out.read_text())
