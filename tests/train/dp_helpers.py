@@ -1,8 +1,10 @@
-"""Shared by the data-parallel tests: a fixed token dataset, a token-mean loss, one training run."""
+"""Shared by the data-parallel tests: a fixed token dataset, a token-mean loss, a training run, the
+single-process reference (`single`) and a group of spawned gloo ranks running jobs (`spawn_jobs`)."""
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import torch
@@ -51,3 +53,35 @@ def local_counts(mask):
 
 def write_json(path: Path, value) -> None:
     Path(path).write_text(json.dumps(value))
+
+
+def single(model_dir, steps, resume_from=None, save_to=None) -> list[float]:
+    """The single-process engine on all ROWS (the reference); optionally resumes from / saves a checkpoint."""
+    from rlxf.models.loading import load_causal_lm
+    from rlxf.train.engine import TrainEngine
+
+    torch.manual_seed(0)
+    model = load_causal_lm(f"{resume_from}/policy" if resume_from else model_dir).requires_grad_(True)
+    engine = TrainEngine(model, OPTIM)
+    if resume_from:
+        engine.load_state(resume_from, "actor")
+    losses = train_steps(engine, range(*steps), slice(0, ROWS), local_counts)
+    if save_to:
+        model.save_pretrained(f"{save_to}/policy")
+        engine.save_state(save_to, "actor")
+    return losses
+
+
+def spawn_jobs(tmp_path, model_dir, jobs: list[dict], world: int = 2) -> list[list[float]]:
+    """Runs ``jobs`` one after the other in one group of ``world`` gloo ranks; each job's losses.
+
+    A job: ``backend`` (a train_engine name), ``options`` (engine keywords), ``steps`` (start, stop),
+    ``resume_from``/``save_to`` (checkpoint directories or None)."""
+    import torch.multiprocessing as mp
+
+    from tests.train.dp_worker import dp_rank
+
+    tag = f"spawn_{uuid.uuid4().hex[:8]}"  # a fresh rendezvous file for every group
+    out = tmp_path / f"{tag}.json"
+    mp.spawn(dp_rank, args=(world, str(tmp_path / f"{tag}.init"), model_dir, jobs, str(out)), nprocs=world, join=True)
+    return json.loads(out.read_text())

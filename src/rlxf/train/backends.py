@@ -28,5 +28,6 @@ def train_engine_class(name: str):
     return TRAIN_ENGINES.get(name)
 
 
-def build_train_engine(name: str, model, cfg):
-    return train_engine_class(name)(model, cfg)
+def build_train_engine(name: str, model, cfg, **options):
+    """``options`` go to the engine's constructor, e.g. ``zero_stage=3`` for ``deepspeed``."""
+    return train_engine_class(name)(model, cfg, **options)

@@ -48,24 +48,36 @@ class TrainEngine:
 
     def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
         self.model.train()
-        self.optimizer.zero_grad(set_to_none=True)
+        self._zero_grad()
         totals: dict[str, float] = defaultdict(float)
         count = 0
         for micro in micro_batches:
             with autocast(self.model, self.cfg.autocast):
                 loss, metrics = loss_of(micro)
-            (loss * self.grad_scale if self.grad_scale != 1 else loss).backward()
+            self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
             totals["loss"] += float(loss.detach())
             for name, value in metrics.items():
                 totals[name] += value
             count += 1
-        grad_norm = self._clip_gradients()
-        self.optimizer.step()
+        grad_norm = self._update()
         self.scheduler.step()
         # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
         out = {name: v / count for name, v in totals.items() if name != "loss"}
         out.update(loss=self._global_loss(totals["loss"]), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
         return out
+
+    # The three steps an engine that owns its own gradient handling (DeepSpeed) replaces.
+    def _zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def _update(self) -> float:
+        """Clip, step the optimizer; returns the gradient norm before clipping."""
+        grad_norm = self._clip_gradients()
+        self.optimizer.step()
+        return grad_norm
 
     def _global_loss(self, local_loss: float) -> float:
         """The mini-batch loss from this process's share (data-parallel engines sum over ranks)."""

@@ -1,0 +1,34 @@
+"""One rank of the data-parallel tests (spawned by torch.multiprocessing): runs jobs on any train backend."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+from tests.train.dp_helpers import OPTIM, train_steps, write_json
+
+
+def dp_rank(rank: int, world: int, init_file: str, model_dir: str, jobs: list[dict], out: str) -> None:
+    from rlxf.models.loading import load_causal_lm
+    from rlxf.train.backends import build_train_engine
+    from rlxf.train.fsdp_engine import global_counts, save_full_model
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        results = []
+        for job in jobs:
+            resume_from, save_to = job.get("resume_from"), job.get("save_to")
+            torch.manual_seed(0)
+            model = load_causal_lm(f"{resume_from}/policy" if resume_from else model_dir).requires_grad_(True)
+            engine = build_train_engine(job["backend"], model, OPTIM, **job.get("options", {}))
+            if resume_from:
+                engine.load_state(resume_from, "actor")
+            results.append(train_steps(engine, range(*job["steps"]), slice(rank, None, world), global_counts))
+            if save_to:
+                save_full_model(engine, f"{save_to}/policy")
+                engine.save_state(save_to, "actor")
+        if rank == 0:
+            write_json(out, results)
+    finally:
+        dist.destroy_process_group()
