@@ -1,0 +1,51 @@
+"""Splitting a batch's rows over data-parallel ranks and putting the per-rank results back in order.
+
+Whole prompt groups stay on one rank when the groups divide evenly (the shared-prompt forward in
+``train/log_probs.py`` computes a group's prompt once); otherwise rows are split into contiguous,
+balanced chunks. Every rank gets the same number of rows — shorter shards repeat their last row (or
+row 0) — because FSDP ranks must run the same number of forward passes; the padding rows' results
+are dropped when merging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class RowShards:
+    rows: list[torch.Tensor]  # per rank: the original row indices it owns (unpadded)
+    padded: list[torch.Tensor]  # per rank: the rows it is sent (equal lengths)
+
+    def merge(self, results: list[torch.Tensor]) -> torch.Tensor:
+        """Per-rank results [padded_len, ...] -> [B, ...] in the original row order."""
+        total = sum(len(r) for r in self.rows)
+        out = results[0].new_empty((total, *results[0].shape[1:]))
+        for rows, result in zip(self.rows, results):
+            out[rows] = result[: len(rows)].to(out.dtype)
+        return out
+
+
+def group_order(group_ids: torch.Tensor) -> list[torch.Tensor]:
+    """The rows of each group (in order of the group's first row), each in row order."""
+    _, inverse = torch.unique(group_ids, return_inverse=True)
+    first_row = {}
+    for row, group in enumerate(inverse.tolist()):
+        first_row.setdefault(group, row)
+    return [(inverse == g).nonzero().flatten() for g in sorted(first_row, key=first_row.get)]
+
+
+def shard_rows(group_ids: torch.Tensor, world_size: int) -> RowShards:
+    groups = group_order(group_ids)
+    sizes = {len(g) for g in groups}
+    if len(sizes) == 1 and len(groups) % world_size == 0:
+        per_rank = len(groups) // world_size
+        rows = [torch.cat(groups[r * per_rank:(r + 1) * per_rank]) for r in range(world_size)]
+    else:
+        rows = list(torch.cat(groups).tensor_split(world_size))
+    width = max(len(r) for r in rows)
+    padded = [torch.cat([r, (r[-1:] if len(r) else torch.zeros(1, dtype=torch.long)).repeat(width - len(r))])
+              for r in rows]
+    return RowShards(rows=rows, padded=padded)
