@@ -3,7 +3,7 @@
 Each method has a plan (``CALLS``; anything else is broadcast):
 
 * ``by_rows`` (``compute_log_probs``, ``compute_values``): the batch's rows are split over the ranks
-  (``runtime/row_shards.py``), every rank computes its rows, the results are put back in row order;
+  (``runtime/dp_split.py``), every rank computes its rows, the results are put back in row order;
 * ``broadcast``: every rank gets the same arguments (``update`` gets the whole batch and the shuffle
   generator's state, so all ranks draw the same global mini-batches and each trains on its slice —
   train/data_parallel.py); collective calls (weights, checkpoints) need every rank anyway. Rank 0's
@@ -23,20 +23,9 @@ from dataclasses import dataclass
 import ray
 
 from rlxf.batch import TrajectoryBatch
+from rlxf.runtime.dp_split import merge_step_metrics, shard_rows
 from rlxf.runtime.rank_worker import RankWorker
-from rlxf.runtime.row_shards import shard_rows
 from rlxf.runtime.wire import CallResult, apply_result, to_wire
-
-GLOBAL_METRICS = ("loss", "grad_norm", "lr")  # reduced over ranks by the engine
-
-
-def merge_step_metrics(per_rank: list[list[dict[str, float]]]) -> list[dict[str, float]]:
-    merged = []
-    for steps in zip(*per_rank):
-        step = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
-        step.update({k: steps[0][k] for k in GLOBAL_METRICS if k in steps[0]})
-        merged.append(step)
-    return merged
 
 
 def first(values: list):

@@ -69,7 +69,15 @@ class FSDP2TrainEngine(TrainEngine):
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model on CPU (every rank must call it; for ``save_pretrained`` / weight sync)."""
-        return get_model_state_dict(self.model, options=FULL)
+        full = get_model_state_dict(self.model, options=FULL)
+        # Tied weights (embeddings / LM head) come back as separate copies: share them again, as in
+        # model.state_dict(), so save_pretrained drops the duplicate like the single-process engine.
+        first: dict[int, str] = {}
+        for name, param in self.model.named_parameters(remove_duplicate=False):
+            owner = first.setdefault(id(param), name)
+            if owner != name and owner in full:
+                full[name] = full[owner]
+        return full
 
     def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Every rank passes the whole model's weights; each keeps its shard."""

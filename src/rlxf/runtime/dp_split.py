@@ -1,10 +1,12 @@
-"""Splitting a batch's rows over data-parallel ranks and putting the per-rank results back in order.
+"""Splitting a call over data-parallel ranks and merging what the ranks return.
 
-Whole prompt groups stay on one rank when the groups divide evenly (the shared-prompt forward in
-``train/log_probs.py`` computes a group's prompt once); otherwise rows are split into contiguous,
-balanced chunks. Every rank gets the same number of rows — shorter shards repeat their last row (or
-row 0) — because FSDP ranks must run the same number of forward passes; the padding rows' results
-are dropped when merging.
+Rows (``compute_log_probs``, ``compute_values``): whole prompt groups stay on one rank when the
+groups divide evenly (the shared-prompt forward in ``train/log_probs.py`` computes a group's prompt
+once); otherwise rows are split into contiguous, balanced chunks. Every rank gets the same number
+of rows — shorter shards repeat their last row (or row 0) — because FSDP ranks must run the same
+number of forward passes; the padding rows' results are dropped when merging.
+
+Update metrics: see ``merge_step_metrics``.
 """
 
 from __future__ import annotations
@@ -49,3 +51,17 @@ def shard_rows(group_ids: torch.Tensor, world_size: int) -> RowShards:
     padded = [torch.cat([r, (r[-1:] if len(r) else torch.zeros(1, dtype=torch.long)).repeat(width - len(r))])
               for r in rows]
     return RowShards(rows=rows, padded=padded)
+
+
+GLOBAL_METRICS = ("loss", "grad_norm", "lr")  # already reduced over ranks by the engine
+
+
+def merge_step_metrics(per_rank: list[list[dict[str, float]]]) -> list[dict[str, float]]:
+    """One dict per optimizer step: the engine's global metrics from rank 0, the others (micro-batch
+    means) averaged over ranks — equal to the single-process mean when the micro-batches coincide."""
+    merged = []
+    for steps in zip(*per_rank):
+        step = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
+        step.update({k: steps[0][k] for k in GLOBAL_METRICS if k in steps[0]})
+        merged.append(step)
+    return merged
