@@ -90,7 +90,6 @@ def test_a_single_process_checkpoint_resumes_on_two_fsdp2_ranks(ray_cluster, tmp
     assert_same_policy(tmp_path / "single_then_dp", reference_dir, 3)
 
 
-@pytest.mark.slow
 def test_ppo_actor_and_critic_as_rank_groups_match_the_embedded_run(ray_cluster, tmp_path, tiny_model_dir):
     reference = run(tmp_path / "single", tiny_model_dir, 2, *SINGLE, "algorithm.name=ppo")
     rows = run(tmp_path / "dp", tiny_model_dir, 2, *DP, "algorithm.name=ppo")

@@ -66,7 +66,6 @@ class RoleGroupProxy:
         self._name = name
         self._workers = workers
         self._keep_alive = keep_alive  # the ranks' constructor arguments (see RoleProxy)
-        self.restarts = 0
 
     @classmethod
     def start(cls, name: str, spec, world_size: int, threads: int, options: dict) -> RoleGroupProxy:
@@ -99,9 +98,6 @@ class RoleGroupProxy:
 
     def attribute(self, name: str):
         return ray.get(self._workers[0].attribute.remote(name))
-
-    def pids(self) -> list[int]:
-        return ray.get([w.pid.remote() for w in self._workers])
 
     def kill(self) -> None:
         for worker in self._workers:

@@ -24,22 +24,34 @@ def distributed() -> bool:
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
+def reduce_device() -> torch.device:
+    """Where small tensors for a collective live: NCCL reduces CUDA tensors only, gloo CPU ones."""
+    if dist.is_initialized() and dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_reduce_values(values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
+    """``values`` reduced over all ranks (as they are in a single process)."""
+    if not (dist.is_available() and dist.is_initialized()):
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=reduce_device())
+    dist.all_reduce(tensor, op=op)
+    return tensor.tolist()
+
+
 def global_counts(mask: torch.Tensor) -> tuple[float, float]:
     """(loss tokens, sequences with a loss token) of ``mask`` summed over all ranks."""
     per_row = mask.sum(dim=1)
-    counts = torch.tensor([float(per_row.sum()), float((per_row > 0).sum())], dtype=torch.float64)
-    if distributed():
-        dist.all_reduce(counts)
-    return float(counts[0]), float(counts[1])
+    num_tokens, num_seqs = all_reduce_values([float(per_row.sum()), float((per_row > 0).sum())])
+    return num_tokens, num_seqs
 
 
 def all_ranks_agree(flag: bool) -> bool:
     """``flag`` on every rank (a collective: ranks that must run the same forward passes decide together)."""
     if not distributed():
         return flag
-    value = torch.tensor([1 if flag else 0], dtype=torch.int32)
-    dist.all_reduce(value, op=dist.ReduceOp.MIN)
-    return bool(value)
+    return all_reduce_values([1.0 if flag else 0.0], op=dist.ReduceOp.MIN)[0] == 1.0
 
 
 def is_writer() -> bool:

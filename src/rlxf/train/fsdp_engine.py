@@ -27,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
 from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
-from rlxf.train.data_parallel import global_counts  # noqa: F401  (re-exported: callers build normalisers with it)
+from rlxf.train.data_parallel import all_reduce_values, global_counts  # noqa: F401  (global_counts: re-exported)
 from rlxf.train.engine import TrainEngine
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -57,9 +57,7 @@ class FSDP2TrainEngine(TrainEngine):
         super().__init__(model, cfg)
 
     def _global_loss(self, local_loss: float) -> float:
-        summed = torch.tensor([local_loss], dtype=torch.float64)
-        dist.all_reduce(summed)  # the global mini-batch loss is the sum of the ranks' shares
-        return float(summed)
+        return all_reduce_values([local_loss])[0]  # the global mini-batch loss is the sum of the ranks' shares
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]

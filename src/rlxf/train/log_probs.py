@@ -18,6 +18,8 @@ import inspect
 
 import torch
 
+from rlxf.train.data_parallel import all_ranks_agree
+
 # Architectures whose transformers forward takes a gathered DynamicCache with gradients (the shared
 # prompt path); any other model runs the plain full forward.
 SHARED_PREFIX_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
@@ -79,8 +81,6 @@ def _shared_prompt_logits(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_width: int
 ) -> torch.Tensor | None:
     """``response_logits`` with each distinct prompt computed once; None when that cannot pay."""
-    from rlxf.train.data_parallel import all_ranks_agree
-
     batch, prompt_width = input_ids.shape[0], input_ids.shape[1] - response_width
     if (
         getattr(getattr(model, "config", None), "model_type", None) not in SHARED_PREFIX_MODEL_TYPES
