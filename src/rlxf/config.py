@@ -96,6 +96,19 @@ class TrainConfig(Section):
     micro_batch_size: int = Field(64, ge=1)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))
+    # The actor's (and critic's) train engine, by name (train/backends.py): single | fsdp2 | deepspeed
+    backend: str = "single"
+    world_size: int = Field(1, ge=1)  # data-parallel trainer ranks per trainer role (runtime.kind=ray when > 1)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        from rlxf.train.backends import TRAIN_ENGINE_MODULES, TRAIN_ENGINES
+
+        known = sorted(set(TRAIN_ENGINE_MODULES) | set(TRAIN_ENGINES.names()))
+        if name not in known:
+            raise ValueError(f"unknown train backend {name!r}; known: {known}")
+        return name
 
 
 class SFTConfig(Section):
@@ -183,6 +196,30 @@ class Config(Section):
             raise ValueError(
                 f"train.micro_batch_size ({self.train.micro_batch_size}) must divide "
                 f"train.mini_batch_size ({self.train.mini_batch_size})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _data_parallel_fits(self) -> Config:
+        from rlxf.train.process_group import SINGLE_PROCESS_BACKENDS
+
+        world = self.train.world_size
+        if world == 1:
+            return self
+        if self.runtime.kind != "ray":
+            raise ValueError(
+                f"train.world_size={world} needs runtime.kind=ray (the {self.runtime.kind} runtime trains in one "
+                "process); set runtime.kind=ray or train.world_size=1"
+            )
+        if self.train.backend in SINGLE_PROCESS_BACKENDS:
+            raise ValueError(
+                f"train.world_size={world} needs a data-parallel train.backend (fsdp2, deepspeed), "
+                f"not {self.train.backend!r}"
+            )
+        if self.train.mini_batch_size % world:
+            raise ValueError(
+                f"train.world_size ({world}) must divide train.mini_batch_size ({self.train.mini_batch_size}): "
+                "every rank trains on an equal slice of each mini-batch"
             )
         return self
 

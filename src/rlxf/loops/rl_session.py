@@ -108,14 +108,16 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
             "reference", ReferenceRole,
             load_policy(config, str(reference_dir), basics.device), tcfg.micro_batch_size, config.rollout.temperature
         )
-    actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size, config.rollout.temperature)
+    # With train.world_size > 1 the Ray runtime places N ranks behind one group proxy (runtime/group_proxy.py).
+    actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
+                          config.rollout.temperature, backend=tcfg.backend)
     critic = None
     if algo.use_critic:
         critic_lm = load_policy(config, config.model.critic_path, basics.device) if config.model.critic_path else frozen_copy(policy)
         critic = runtime.place(
             "critic", CriticRole,
             ValueModel(critic_lm.requires_grad_(True)).to(basics.device), tcfg.critic_optim, algo,
-            tcfg.mini_batch_size, tcfg.micro_batch_size,
+            tcfg.mini_batch_size, tcfg.micro_batch_size, backend=tcfg.backend,
         )
     sample_gen = torch.Generator(device=basics.device).manual_seed(config.seed)
     shuffle_gen = torch.Generator().manual_seed(config.seed + 1)

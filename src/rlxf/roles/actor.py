@@ -10,18 +10,20 @@ from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.config import OptimConfig
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
-from rlxf.train.engine import TrainEngine
+from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
 from rlxf.train.ppo_batches import ppo_update
+from rlxf.train.process_group import build_rank_engine
 
 
 class ActorRole:
     def __init__(
         self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
-        mini_batch_size: int, micro_batch_size: int, temperature: float,
+        mini_batch_size: int, micro_batch_size: int, temperature: float, backend: str = "single",
     ) -> None:
         self.model = model
-        self.engine = TrainEngine(model, optim)
+        self.engine = build_rank_engine(backend, model, optim)  # train.backend (train/backends.py)
+        self.shard = DataShard.current()  # this rank's rows of every mini-batch (one rank: all)
         self.algo = algo
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
@@ -31,15 +33,17 @@ class ActorRole:
         return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return self.model.state_dict()
+        return self.engine.full_state_dict()
 
     def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
         """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
-        return pack_weights(self.model.state_dict(), version, bucket_bytes)
+        return pack_weights(self.engine.full_state_dict(), version, bucket_bytes)
 
     def save_checkpoint(self, out_dir: Path) -> None:
         """``policy/`` (loads with AutoModelForCausalLM) and ``actor.optimizer.*`` into ``out_dir``."""
-        self.model.save_pretrained(Path(out_dir) / "policy")
+        weights = self.engine.full_state_dict()  # every rank takes part in the gather
+        if is_writer():
+            self.model.save_pretrained(Path(out_dir) / "policy", state_dict=weights)
         self.engine.save_state(Path(out_dir), "actor")
 
     def load_checkpoint(self, in_dir: Path) -> None:
@@ -49,7 +53,8 @@ class ActorRole:
     def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""
         return ppo_update(
-            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss
+            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss,
+            self.shard,
         )
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:

@@ -11,10 +11,11 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.config import OptimConfig
 from rlxf.models.value_head import ValueModel
 from rlxf.train import checkpoint as ckpt
-from rlxf.train.engine import TrainEngine
+from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import pad_columns
 from rlxf.train.micro_batches import micro_batches
 from rlxf.train.ppo_batches import ppo_update
+from rlxf.train.process_group import build_rank_engine
 
 
 def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
@@ -28,10 +29,11 @@ def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
 class CriticRole:
     def __init__(
         self, model: ValueModel, optim: OptimConfig, algo: AlgorithmConfig,
-        mini_batch_size: int, micro_batch_size: int,
+        mini_batch_size: int, micro_batch_size: int, backend: str = "single",
     ) -> None:
         self.model = model
-        self.engine = TrainEngine(model, optim)
+        self.engine = build_rank_engine(backend, model, optim)  # train.backend (train/backends.py)
+        self.shard = DataShard.current()
         self.algo = algo
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
@@ -48,15 +50,18 @@ class CriticRole:
     def update(self, batch: TrajectoryBatch, generator: torch.Generator) -> list[dict[str, float]]:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""
         return ppo_update(
-            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss
+            self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss,
+            self.shard,
         )
 
     def save_checkpoint(self, out_dir: Path) -> None:
-        ckpt.save_module(self.model, Path(out_dir) / "critic.safetensors")
+        weights = self.engine.full_state_dict()  # every rank takes part in the gather
+        if is_writer():
+            ckpt.save_tensors(weights, Path(out_dir) / "critic.safetensors")
         self.engine.save_state(Path(out_dir), "critic")
 
     def load_checkpoint(self, in_dir: Path) -> None:
-        ckpt.load_module(self.model, Path(in_dir) / "critic.safetensors")
+        self.engine.load_full_state_dict(ckpt.load_tensors(Path(in_dir) / "critic.safetensors"))
         self.engine.load_state(Path(in_dir), "critic")
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:

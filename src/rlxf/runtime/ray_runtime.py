@@ -4,7 +4,8 @@ Placement (``runtime.placement``): roles in the same group share one bundle (col
 time-share its CPUs/GPUs), each group is its own bundle (disaggregated: own devices). The placement
 group is PACKed when roles are colocated and SPREAD over nodes when disaggregated, unless
 ``runtime.strategy`` says otherwise. A bundle holds ``cpus_per_role`` (and ``gpus_per_role``) for each
-role of its group.
+role of its group — for each *rank* of the trainer roles, which ``train.world_size > 1`` makes groups
+of rank actors in their role's bundle (``runtime/group_proxy.py``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlxf.runtime import RUNTIMES
 from rlxf.runtime.config import ROLE_NAMES
+from rlxf.runtime.group_proxy import RoleGroupProxy
 from rlxf.runtime.proxy import RoleProxy
 from rlxf.runtime.worker import RoleWorker
 
 RESTARTABLE = {"rollout", "reward", "reference"}
+DATA_PARALLEL = {"actor", "critic"}  # trainer roles: train.world_size ranks each
 
 
 def connect(address: str | None, num_cpus: float | None = None) -> bool:
@@ -57,23 +60,28 @@ class RayRuntime:
         self.rcfg = config.runtime
         self.started_ray = connect(self.rcfg.address)
         self.groups = self.rcfg.groups()
-        self._roles_per_group = {g: sum(1 for r in ROLE_NAMES if self.groups[r] == g) for g in set(self.groups.values())}
+        self._actors_per_group = {
+            g: sum(self.ranks(r) for r in ROLE_NAMES if self.groups[r] == g) for g in set(self.groups.values())
+        }
         names = sorted(set(self.groups.values()))
         self.bundle_of = {name: i for i, name in enumerate(names)}
         bundles = [self._bundle(name) for name in names]
         strategy = self.rcfg.strategy or ("PACK" if self.rcfg.placement == "colocated" else "SPREAD")
         self.placement_group = placement_group(bundles, strategy=strategy)
         ray.get(self.placement_group.ready(), timeout=120)
-        self.proxies: dict[str, RoleProxy] = {}
+        self.proxies: dict[str, RoleProxy | RoleGroupProxy] = {}
+
+    def ranks(self, role: str) -> int:
+        return self.config.train.world_size if role in DATA_PARALLEL else 1
 
     def _bundle(self, group: str) -> dict[str, float]:
-        count = self._roles_per_group[group]
+        count = self._actors_per_group[group]
         bundle = {"CPU": self.rcfg.cpus_per_role * count}
         if self.rcfg.gpus_per_role:
             bundle["GPU"] = self.rcfg.gpus_per_role * count
         return bundle
 
-    def place(self, role: str, factory, *args, **kwargs) -> RoleProxy:
+    def place(self, role: str, factory, *args, **kwargs) -> RoleProxy | RoleGroupProxy:
         restartable = role in RESTARTABLE
         options = {
             "num_cpus": self.rcfg.cpus_per_role,
@@ -87,8 +95,12 @@ class RayRuntime:
         # The proxy holds this reference: a restarted actor re-reads its constructor arguments from it
         # (Ray drops arguments nobody references: ray-project/ray#53727).
         spec = ray.put((factory, args, kwargs))
-        actor = ray.remote(RoleWorker).options(**options).remote(spec, self.config.threads or 1)
-        proxy = RoleProxy(role, actor, restartable, max_retries=self.rcfg.max_restarts, keep_alive=spec)
+        threads = self.config.threads or 1
+        if self.ranks(role) > 1:
+            proxy = RoleGroupProxy.start(role, spec, self.ranks(role), threads, options)
+        else:
+            actor = ray.remote(RoleWorker).options(**options).remote(spec, threads)
+            proxy = RoleProxy(role, actor, restartable, max_retries=self.rcfg.max_restarts, keep_alive=spec)
         self.proxies[role] = proxy
         return proxy
 

@@ -96,8 +96,16 @@ def commit_checkpoint(tmp: Path, keep_last: int) -> Path:
 
 
 def save_module(module: torch.nn.Module, path: Path) -> None:
-    save_file({k: v.contiguous() for k, v in module.state_dict().items()}, str(path))
+    save_tensors(module.state_dict(), path)
+
+
+def save_tensors(state: dict[str, torch.Tensor], path: Path) -> None:
+    save_file({k: v.contiguous() for k, v in state.items()}, str(path))
+
+
+def load_tensors(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(path))
 
 
 def load_module(module: torch.nn.Module, path: Path) -> None:
-    module.load_state_dict(load_file(str(path)))
+    module.load_state_dict(load_tensors(path))

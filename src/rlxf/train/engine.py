@@ -83,6 +83,13 @@ class TrainEngine:
         """The mini-batch loss from this process's share (data-parallel engines sum over ranks)."""
         return local_loss
 
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model's weights (data-parallel engines gather them: every rank must call it)."""
+        return self.model.state_dict()
+
+    def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        self.model.load_state_dict(state)
+
     def save_state(self, out_dir, name: str) -> None:
         """Optimizer and schedule as ``<name>.optimizer.safetensors`` + ``.json`` (train/checkpoint.py)."""
         ckpt.save_optimizer(self.optimizer, self.scheduler, out_dir, name)

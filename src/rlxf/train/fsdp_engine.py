@@ -20,12 +20,14 @@ from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
     get_optimizer_state_dict,
+    set_model_state_dict,
     set_optimizer_state_dict,
 )
 
 from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
+from rlxf.train.data_parallel import all_reduce_values, global_counts  # noqa: F401  (global_counts: re-exported)
 from rlxf.train.engine import TrainEngine
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
@@ -33,18 +35,10 @@ FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
 def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The repeated decoder layers (each becomes one FSDP unit); empty for unknown layouts."""
-    inner = getattr(model, "model", None) or getattr(model, "lm", None)
+    inner = getattr(model, "model", None) or getattr(model, "lm", None) or getattr(model, "trunk", None)
     inner = getattr(inner, "model", inner)
     layers = getattr(inner, "layers", None)
     return list(layers) if layers is not None else []
-
-
-def global_counts(mask: torch.Tensor) -> tuple[float, float]:
-    """(loss tokens, sequences with a loss token) of ``mask`` summed over all ranks."""
-    per_row = mask.sum(dim=1)
-    counts = torch.tensor([float(per_row.sum()), float((per_row > 0).sum())], dtype=torch.float64)
-    dist.all_reduce(counts)
-    return float(counts[0]), float(counts[1])
 
 
 @TRAIN_ENGINES.register("fsdp2")
@@ -63,9 +57,7 @@ class FSDP2TrainEngine(TrainEngine):
         super().__init__(model, cfg)
 
     def _global_loss(self, local_loss: float) -> float:
-        summed = torch.tensor([local_loss], dtype=torch.float64)
-        dist.all_reduce(summed)  # the global mini-batch loss is the sum of the ranks' shares
-        return float(summed)
+        return all_reduce_values([local_loss])[0]  # the global mini-batch loss is the sum of the ranks' shares
 
     def _clip_gradients(self) -> float:
         params = [p for p in self.model.parameters() if p.grad is not None]
@@ -75,9 +67,28 @@ class FSDP2TrainEngine(TrainEngine):
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model on CPU (every rank must call it; for ``save_pretrained`` / weight sync)."""
-        return get_model_state_dict(self.model, options=FULL)
+        full = get_model_state_dict(self.model, options=FULL)
+        # Tied weights (embeddings / LM head) come back as separate copies: share them again, as in
+        # model.state_dict(), so save_pretrained drops the duplicate like the single-process engine.
+        first: dict[int, str] = {}
+        for name, param in self.model.named_parameters(remove_duplicate=False):
+            owner = first.setdefault(id(param), name)
+            if owner != name and owner in full:
+                full[name] = full[owner]
+        return full
+
+    def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Every rank passes the whole model's weights; each keeps its shard."""
+        set_model_state_dict(self.model, state, options=StateDictOptions(full_state_dict=True))
 
     def save_state(self, out_dir, name: str) -> None:
+        if not self.optimizer.state:
+            # Before the first step: get_optimizer_state_dict would initialise the state with a zero-lr
+            # step, and AdamW's step count 1 then shrinks the real first update (bias correction).
+            if dist.get_rank() == 0:
+                ckpt.save_optimizer(self.optimizer, self.scheduler, out_dir, name)
+            dist.barrier()
+            return
         full = get_optimizer_state_dict(self.model, self.optimizer, options=FULL)
         if dist.get_rank() == 0:
             index = {fqn: i for i, fqn in enumerate(self.param_names)}
@@ -88,13 +99,15 @@ class FSDP2TrainEngine(TrainEngine):
 
     def load_state(self, in_dir, name: str) -> None:
         indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name)
+        self.scheduler.load_state_dict(scheduler_state)
+        if not indexed["state"]:  # saved before the first step: nothing to load (and see save_state)
+            return
         fqn = dict(enumerate(self.param_names))
         full = {
             "state": {fqn[i]: slots for i, slots in indexed["state"].items()},
             "param_groups": [{**g, "params": [fqn[i] for i in g["params"]]} for g in indexed["param_groups"]],
         }
         set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=full, options=FULL)
-        self.scheduler.load_state_dict(scheduler_state)
 
 
 def save_full_model(engine: FSDP2TrainEngine, out_dir) -> None:

@@ -18,6 +18,8 @@ import inspect
 
 import torch
 
+from rlxf.train.data_parallel import all_ranks_agree
+
 # Architectures whose transformers forward takes a gathered DynamicCache with gradients (the shared
 # prompt path); any other model runs the plain full forward.
 SHARED_PREFIX_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
@@ -81,13 +83,15 @@ def _shared_prompt_logits(
     """``response_logits`` with each distinct prompt computed once; None when that cannot pay."""
     batch, prompt_width = input_ids.shape[0], input_ids.shape[1] - response_width
     if (
-        batch < 2 or prompt_width < 2 or response_width < 1
-        or getattr(getattr(model, "config", None), "model_type", None) not in SHARED_PREFIX_MODEL_TYPES
+        getattr(getattr(model, "config", None), "model_type", None) not in SHARED_PREFIX_MODEL_TYPES
         or _checkpointing(model)  # transformers then drops the cache
     ):
         return None
-    rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width)
-    if 2 * len(rows) > batch:  # mostly distinct prompts: the plain forward is as cheap
+    shareable = batch >= 2 and prompt_width >= 2 and response_width >= 1
+    rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width) if shareable else (None, None)
+    # Mostly distinct prompts: the plain forward is as cheap. Data-parallel ranks decide together:
+    # FSDP gathers the weights once per forward, so every rank must run the same passes.
+    if not all_ranks_agree(shareable and 2 * len(rows) <= batch):
         return None
     position_ids = position_ids_from_mask(attention_mask)
     prompt = model(

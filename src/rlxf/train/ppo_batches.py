@@ -7,8 +7,8 @@ from functools import partial
 
 import torch
 
-from rlxf.algos import LossNormaliser
 from rlxf.batch import TrajectoryBatch
+from rlxf.train.data_parallel import WHOLE, DataShard
 from rlxf.train.micro_batches import micro_batches
 
 
@@ -24,16 +24,22 @@ def ppo_mini_batches(
 def ppo_update(
     engine, batch: TrajectoryBatch, mini_batch_size: int, micro_batch_size: int, epochs: int,
     generator: torch.Generator, loss_of: Callable[..., tuple[torch.Tensor, dict[str, float]]],
+    shard: DataShard = WHOLE,
 ) -> list[dict[str, float]]:
     """PPO epochs over shuffled mini-batches: one optimizer step of ``engine`` per mini-batch.
 
     ``loss_of(micro, normaliser=...)`` returns a micro-batch's share of the mini-batch loss; the
     normaliser is built once per mini-batch (algos.LossNormaliser). One metrics dict per step.
+    Data-parallel ranks pass their ``shard``: every rank draws the same global mini-batches and
+    trains on its slice of each, normalised by the global counts (train/data_parallel.py).
     """
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
-        normaliser = LossNormaliser.from_mask(mini.loss_mask, max_response_len=batch.response_ids.shape[1])
-        history.append(engine.optimizer_step(micro_batches(mini, micro_batch_size, by_length=True), partial(loss_of, normaliser=normaliser)))
+        local = shard.rows(mini)
+        normaliser = shard.normaliser(local.loss_mask, max_response_len=batch.response_ids.shape[1])
+        # Every rank holds the same number of rows, so each runs the same number of micro-batches.
+        micros = micro_batches(local, micro_batch_size, by_length=True)
+        history.append(engine.optimizer_step(micros, partial(loss_of, normaliser=normaliser)))
     return history
 
 

@@ -1,0 +1,51 @@
+"""train.backend / train.world_size: what the config refuses (with the key named) and a 1-rank FSDP2
+run in this process that gives the single-process run's numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch.distributed as dist
+
+from rlxf.config import ConfigError, load_config
+from rlxf.loops.rl import train_rl
+from tests.conftest import small_overrides
+
+SIGNAL = ["sft.steps=40", "train.mini_batch_size=8", "train.micro_batch_size=4"]  # non-zero advantages, 2 optimizer steps
+
+
+def test_defaults_are_one_single_process_rank():
+    config = load_config(None, [])
+    assert (config.train.backend, config.train.world_size) == ("single", 1)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["train.backend=megatron"], r"train\.backend.*unknown train backend 'megatron'; known: \['deepspeed', 'fsdp2', 'single'\]"),
+    (["train.backend=fsdp2", "train.world_size=2"], r"train\.world_size=2 needs runtime\.kind=ray"),
+    (["runtime.kind=ray", "train.world_size=2"], r"needs a data-parallel train\.backend .*not 'single'"),
+    (["runtime.kind=ray", "train.backend=fsdp2", "train.world_size=3"],
+     r"train\.world_size \(3\) must divide train\.mini_batch_size \(128\)"),
+    (["train.world_size=0"], r"train\.world_size"),
+])
+def test_config_errors_name_the_key(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)
+
+
+def test_fsdp2_with_one_rank_in_this_process_matches_the_single_engine(tmp_path, tiny_model_dir):
+    def run(name, *extra):
+        config = load_config(None, [*small_overrides(tmp_path / name, tiny_model_dir, steps=2), *SIGNAL, *extra])
+        train_rl(config, write=lambda _: None)
+        rows = [json.loads(line) for line in (tmp_path / name / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
+
+    single = run("single")
+    try:
+        fsdp = run("fsdp2", "train.backend=fsdp2")  # a 1-rank gloo group in this process
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    assert abs(single[1]["policy/loss"]) > 1e-3  # the comparison is not vacuous: the policy trains
+    for row, expected in zip(fsdp, single):
+        assert row == pytest.approx(expected, abs=1e-6, nan_ok=True)
