@@ -49,8 +49,39 @@ def test_each_rank_takes_a_contiguous_slice_of_the_global_mini_batch():
     assert DataShard().rows(batch) is batch
 
 
+def test_whole_micro_batches_are_dealt_round_robin_to_the_ranks():
+    batch = make_batch(8)
+    ids = batch.response_ids[:, 0].tolist()
+    shares = [DataShard(rank, 2).rows(batch, micro_batch_size=2).response_ids[:, 0].tolist() for rank in range(2)]
+    assert shares == [ids[0:2] + ids[4:6], ids[2:4] + ids[6:8]]  # micro-batches 0, 2 and 1, 3
+    # 8 rows do not split into whole micro-batches of 3 per rank: contiguous slices
+    assert DataShard(1, 2).rows(batch, micro_batch_size=3).response_ids[:, 0].tolist() == ids[4:8]
+
+
 def test_step_metrics_global_from_rank_0_others_averaged():
     rank0 = [{"loss": 0.5, "grad_norm": 2.0, "lr": 1e-4, "clip_fraction": 0.2}]
     rank1 = [{"loss": 0.5, "grad_norm": 2.0, "lr": 1e-4, "clip_fraction": 0.4}]
     assert merge_step_metrics([rank0, rank1]) == [{"loss": 0.5, "grad_norm": 2.0, "lr": 1e-4,
                                                   "clip_fraction": 0.30000000000000004}]
+
+
+def test_the_update_pads_long_responses_together():
+    """ppo_update sorts each mini-batch by response length: one long response among short ones pads
+    only its own micro-batch."""
+    from rlxf.train.ppo_batches import ppo_update
+
+    batch = make_batch(4)
+    batch.response_ids = torch.zeros(4, 10, dtype=torch.long)
+    batch.response_mask = torch.tensor([[1] * 10, [1, 1] + [0] * 8, [1, 1] + [0] * 8, [1] * 3 + [0] * 7])
+    batch.loss_mask = batch.response_mask.float()
+
+    class Recorder:
+        widths: list[int] = []
+
+        def optimizer_step(self, micros, loss_of):
+            self.widths = [m.response_ids.shape[1] for m in micros]
+            return {}
+
+    engine = Recorder()
+    ppo_update(engine, batch, 4, 2, 1, torch.Generator().manual_seed(0), lambda micro, normaliser: None)
+    assert engine.widths == [2, 10]  # the two 2-token rows together, the 3- and 10-token rows together

@@ -2,10 +2,12 @@
 normaliser of the whole mini-batch (counts summed over ranks).
 
 ``ppo_update`` takes a ``DataShard``: with the default (one rank) nothing changes; on N ranks every
-rank draws the same global mini-batches (same generator state), trains on its contiguous slice of each
-and divides by the global counts, so the summed gradient is the single-process gradient on the union.
-Contiguous slices keep the micro-batches identical to the single-process ones when
-``mini_batch_size / N`` is a multiple of ``micro_batch_size``.
+rank draws the same global mini-batches (same generator state), trains on its share of each and
+divides by the global counts, so the summed gradient is the single-process gradient on the union.
+When the mini-batch splits into a multiple of N whole micro-batches, rank r takes micro-batches r,
+r + N, ...: the ranks' micro-batches are the single process's (same per-micro-batch metrics), and
+with length-sorted mini-batches every rank gets short and long rows alike. Otherwise each rank takes
+a contiguous slice.
 """
 
 from __future__ import annotations
@@ -68,11 +70,15 @@ class DataShard:
     def current(cls) -> DataShard:
         return cls(dist.get_rank(), dist.get_world_size()) if distributed() else cls()
 
-    def rows(self, mini: TrajectoryBatch) -> TrajectoryBatch:
-        """This rank's contiguous slice of a global mini-batch (config: mini_batch_size % world_size == 0)."""
+    def rows(self, mini: TrajectoryBatch, micro_batch_size: int | None = None) -> TrajectoryBatch:
+        """This rank's share of a global mini-batch (config: mini_batch_size % world_size == 0)."""
         if self.world_size == 1:
             return mini
-        return mini.select(torch.arange(len(mini)).tensor_split(self.world_size)[self.rank])
+        index = torch.arange(len(mini))
+        if micro_batch_size and len(mini) % (micro_batch_size * self.world_size) == 0:
+            chunks = index.split(micro_batch_size)
+            return mini.select(torch.cat(chunks[self.rank::self.world_size]))
+        return mini.select(index.tensor_split(self.world_size)[self.rank])
 
     def normaliser(self, local_mask: torch.Tensor, max_response_len: int) -> LossNormaliser:
         if self.world_size == 1:

@@ -26,10 +26,6 @@ def split_rows(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
     return list(torch.split(indices, size))
 
 
-def micro_batches(batch: TrajectoryBatch, size: int, by_length: bool = False) -> list[TrajectoryBatch]:
-    """Chunks of ``size`` rows, each trimmed of shared padding. ``by_length``: rows sorted by response
-    length first, so a long-tailed batch pads its few long responses together instead of padding every
-    micro-batch to them (for the update, where row order does not matter; results per row would come
-    back permuted)."""
-    order = torch.argsort(batch.response_lengths, stable=True) if by_length else torch.arange(len(batch))
-    return [trim_padding(batch.select(rows)) for rows in split_rows(order, size)]
+def micro_batches(batch: TrajectoryBatch, size: int) -> list[TrajectoryBatch]:
+    """Consecutive chunks of ``size`` rows, each trimmed of shared padding."""
+    return [trim_padding(batch.select(rows)) for rows in split_rows(torch.arange(len(batch)), size)]

@@ -35,10 +35,14 @@ def ppo_update(
     """
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
-        local = shard.rows(mini)
+        # Sorted by response length, so a long-tailed mini-batch pads its few long responses together
+        # (row order does not change the update); sorted before sharding, so the ranks' micro-batches
+        # are the single process's micro-batches.
+        mini = mini.select(torch.argsort(mini.response_lengths, stable=True))
+        local = shard.rows(mini, micro_batch_size)
         normaliser = shard.normaliser(local.loss_mask, max_response_len=batch.response_ids.shape[1])
         # Every rank holds the same number of rows, so each runs the same number of micro-batches.
-        micros = micro_batches(local, micro_batch_size, by_length=True)
+        micros = micro_batches(local, micro_batch_size)
         history.append(engine.optimizer_step(micros, partial(loss_of, normaliser=normaliser)))
     return history
 
