@@ -47,7 +47,8 @@ class DataConfig(Section):
 
 
 class RolloutConfig(Section):
-    engine: str = "torch"  # torch (built-in) | hf (transformers generate, the reference)
+    engine: str = "torch"  # torch (built-in) | hf (transformers generate, the reference) | vllm (optional)
+    engine_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the engine (vllm: vllm.LLM's)
     n_samples: int = Field(8, ge=1)
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)

@@ -68,7 +68,9 @@ def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
 def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
     """In this process the engine decodes with the policy's own weights (no extra copy for the generic
     decoder; the fast decoder keeps its own fused layout); on Ray the actor gets its own copy."""
-    engine = build_engine(config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    engine = build_engine(
+        config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id, config.rollout.engine_options
+    )
     if config.env.name:  # multi-turn: an environment answers each policy turn (roles/env_rollout.py)
         from rlxf.roles.env_rollout import EnvRolloutRole
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
@@ -60,7 +61,24 @@ def response_mask_from_lengths(response_ids: torch.Tensor, lengths: torch.Tensor
     return (positions[None, :] < lengths[:, None]).long()
 
 
-def build_engine(name: str, model: torch.nn.Module, eos_id: int, pad_id: int) -> RolloutEngine:
+# Engines whose module is imported only when asked for by name (optional dependencies).
+OPTIONAL_ENGINE_MODULES = {"vllm": "rlxf.rollout.vllm_engine"}
+
+
+def build_engine(
+    name: str, model: torch.nn.Module, eos_id: int, pad_id: int, options: dict[str, Any] | None = None
+) -> RolloutEngine:
+    """The engine registered as ``name``; ``options`` (``rollout.engine_options``) go to its constructor."""
     from rlxf.rollout import hf_engine, torch_engine  # noqa: F401  (registers the engines)
 
-    return ROLLOUT_ENGINES.get(name)(model=model, eos_id=eos_id, pad_id=pad_id)
+    if name in OPTIONAL_ENGINE_MODULES:
+        importlib.import_module(OPTIONAL_ENGINE_MODULES[name])
+    engine_cls = ROLLOUT_ENGINES.get(name)
+    if options:
+        try:
+            return engine_cls(model=model, eos_id=eos_id, pad_id=pad_id, **options)
+        except TypeError as error:
+            if "unexpected keyword argument" not in str(error):
+                raise
+            raise TypeError(f"rollout.engine_options {sorted(options)} are not options of engine {name!r}: {error}") from None
+    return engine_cls(model=model, eos_id=eos_id, pad_id=pad_id)
