@@ -41,7 +41,7 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.data.prompts import PromptStream
 from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams
-from rlxf.runtime.weight_sync import WeightBuckets, check_report
+from rlxf.runtime.weight_sync import WeightBuckets
 from rlxf.train.checkpoint import generator_state_from_json, generator_state_to_json
 
 
@@ -198,7 +198,7 @@ class RolloutProducer(threading.Thread):
             return False
         if not gen.paused:
             gen.suspend()
-        check_report(packed, self.rollout.load_weights(packed, self.checksum))
+        self.rollout.load_weights(packed, self.checksum)  # verified on load (runtime/weight_sync.py)
         for admitted in self._inflight.values():
             if not gen.batch_finished(admitted.batch_id):
                 admitted.interruptions += 1

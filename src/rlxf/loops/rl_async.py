@@ -45,6 +45,7 @@ from rlxf.loops.rl import StageTimer, _progress, train_on_batch
 from rlxf.loops.rl_session import start_session
 from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
+from rlxf.runtime.weight_sync import exported_weights
 from rlxf.train.checkpoint import generator_state_to_json
 
 
@@ -99,7 +100,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control, shuffle_gen,
                            session.on_policy_reuse, timer, metrics)
             with timer("weight_sync"):
-                producer.post_weights(actor.export_weights(step, int(config.runtime.weight_sync.bucket_mb * 2**20)))
+                producer.post_weights(exported_weights(actor, step, int(config.runtime.weight_sync.bucket_mb * 2**20)))
             samples += len(batch)
             lengths = batch.response_lengths.float()
             metrics.update({

@@ -9,7 +9,7 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.data.prompts import encode_prompts
 from rlxf.rollout.engine import Generation, RolloutEngine, left_pad
 from rlxf.rollout.sampling import SamplingParams
-from rlxf.runtime.weight_sync import WeightBuckets, engine_report, unpack_weights
+from rlxf.runtime.weight_sync import WeightBuckets, load_and_verify
 
 
 class RolloutRole:
@@ -29,9 +29,9 @@ class RolloutRole:
         self.engine.update_weights(state_dict, version)
 
     def load_weights(self, packed: WeightBuckets, checksum: bool = False) -> dict:
-        """A bucketed sync (runtime/weight_sync.py); returns the engine's version (and weight digests)."""
-        self.engine.update_weights(unpack_weights(packed), packed.version)
-        return engine_report(self.engine, checksum)
+        """A bucketed sync (runtime/weight_sync.py): load, verify (``StaleWeightsError`` if the engine
+        does not hold the version, or with ``checksum`` the exact weights, sent); returns its report."""
+        return load_and_verify(self.engine, packed, checksum)
 
     def generate(
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,

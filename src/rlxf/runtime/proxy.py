@@ -16,7 +16,7 @@ from functools import partial
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from rlxf.runtime.wire import apply_result, to_wire
+from rlxf.runtime.wire import RemoteValue, apply_result, to_wire
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +71,14 @@ class RoleProxy:
                 time.sleep(0.2)
         for method, args, kwargs in self._replay.values():
             ray.get(self._actor.call.remote(method, args, kwargs))
+
+    def defer(self, method: str, *args, **kwargs) -> RemoteValue:
+        """Start ``method`` and leave its value in the object store: pass the result to another
+        proxy's call and that actor fetches it directly. For calls without in-place effects."""
+        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+        if generators:
+            raise ValueError(f"{self._name}.{method}: a deferred call cannot take a torch.Generator")
+        return RemoteValue(self._actor.call_value.remote(method, wire_args, wire_kwargs))
 
     def attach(self, factory, *args, **kwargs) -> RoleProxy:
         """Build ``factory(role, *args)`` inside the role's actor; calls on the returned proxy go to it.

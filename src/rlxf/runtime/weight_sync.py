@@ -4,7 +4,9 @@
 ``bucket_bytes`` unless a single tensor is larger), so a sync moves a handful of large tensors instead
 of one message per parameter. The engine side unpacks views into the buckets, loads them, and reports
 the version it now holds and (optionally) a digest per tensor of the weights it actually holds, which
-``sync_weights`` compares with the trainer's: an engine that silently kept old weights is caught.
+are compared with the trainer's (``check_report``, on the engine's side of the call, where the sent
+buckets are): an engine that silently kept old weights is caught. On Ray the buckets go from the
+trainer's actor to the engine's through the object store, not through the driver.
 """
 
 from __future__ import annotations
@@ -114,17 +116,34 @@ def check_report(packed: WeightBuckets, report: dict, role: str = "rollout") -> 
         )
 
 
+def exported_weights(actor, version: int, bucket_bytes: int):
+    """The trainer's packed weights, ready to hand to an engine. A Ray actor's stay in the object
+    store (``RoleProxy.defer``), so the engine's actor fetches them straight from the trainer's."""
+    defer = getattr(type(actor), "defer", None)
+    if defer is not None:
+        return defer(actor, "export_weights", version, bucket_bytes)
+    return actor.export_weights(version, bucket_bytes)
+
+
+def load_and_verify(engine, packed: WeightBuckets, with_digests: bool) -> dict:
+    """Engine side of a sync: load, then check the engine's own report (version, and with
+    ``with_digests`` what it actually holds) against what was sent; returns the report + sizes."""
+    engine.update_weights(unpack_weights(packed), packed.version)
+    report = engine_report(engine, with_digests)
+    check_report(packed, report)
+    return {"version": report["version"], "buckets": len(packed.buckets), "num_bytes": packed.num_bytes,
+            "checksum_ok": with_digests}
+
+
 def sync_weights(actor, rollout, version: int, cfg) -> dict[str, float]:
     """Trainer -> engine; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*`` metrics and
     ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
     start = time.perf_counter()
-    packed = actor.export_weights(version, int(cfg.bucket_mb * 2**20))
-    report = rollout.load_weights(packed, cfg.checksum)
-    check_report(packed, report)
+    report = rollout.load_weights(exported_weights(actor, version, int(cfg.bucket_mb * 2**20)), cfg.checksum)
     metrics = {
         "time/weight_sync_seconds": time.perf_counter() - start,
-        "weight_sync/buckets": float(len(packed.buckets)),
-        "weight_sync/megabytes": packed.num_bytes / 2**20,
+        "weight_sync/buckets": float(report["buckets"]),
+        "weight_sync/megabytes": report["num_bytes"] / 2**20,
         "weight_sync/version": float(report["version"]),
     }
     if cfg.checksum:

@@ -45,6 +45,20 @@ def to_wire(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[torch.Generato
 
 
 @dataclass
+class RemoteValue:
+    """The result of another actor's call, still in Ray's object store (``RoleProxy.defer``). Passed as
+    an argument, the worker fetches it itself: large values (weights) go actor to actor, not through
+    the driver."""
+
+    ref: object  # ray.ObjectRef
+
+    def fetch(self):
+        import ray
+
+        return ray.get(self.ref)
+
+
+@dataclass
 class CallResult:
     value: object
     generator_states: list[torch.Tensor]
@@ -57,6 +71,8 @@ def run_call(method, args: tuple, kwargs: dict) -> CallResult:
     batches: list[tuple[TrajectoryBatch, dict, list]] = []
 
     def convert(value):
+        if isinstance(value, RemoteValue):
+            return value.fetch()
         if isinstance(value, GeneratorState):
             generators.append(value.build())
             return generators[-1]

@@ -21,6 +21,10 @@ class RoleWorker:
     def call(self, method: str, args: tuple, kwargs: dict) -> CallResult:
         return run_call(getattr(self.role, method), args, kwargs)
 
+    def call_value(self, method: str, args: tuple, kwargs: dict):
+        """A call whose value stays in the object store for another actor (``RoleProxy.defer``)."""
+        return run_call(getattr(self.role, method), args, kwargs).value
+
     def attach(self, factory, args: tuple, kwargs: dict) -> None:
         """Build ``factory(role, *args)`` in this process, beside the role (``RayRuntime.attach``)."""
         self.attached = factory(self.role, *args, **kwargs)
