@@ -4,8 +4,10 @@ long-tailed response-length distribution.
     .venv/bin/python benchmarks/async_vs_sync.py [--steps 12] [--reps 2] [--max-staleness 1] \\
         [--modes rl:embedded,rl:ray,rl_async:ray] [--model DIR]
 
-The long tail: the ``repeat`` task (``data/repeat.py``): write a two-digit pattern k times; 87.5% of
-the prompts ask for 1-3 repeats (2-6 tokens), 12.5% for 12-24 (24-48 tokens). The benchmark first
+The long tail: the ``repeat`` task (``data/repeat.py``): write a two-digit pattern k times; by default
+87.5% of the prompts ask for 1-3 repeats (2-6 tokens), 12.5% for 12-24 (24-48 tokens);
+``--long-min/--long-max/--long-fraction`` make the tail longer and rarer (e.g. 24-48 repeats, 48-96
+tokens, for 6.25% of the prompts, with ``--new 128``). The benchmark first
 fine-tunes the tiny model on a teacher that miscounts half of the long answers (``loop: sft``,
 ``--sft-steps``; skipped with ``--model``), then every mode runs GRPO from that model with the
 arithmetic reward (exact answer) on the same prompts, group size, batch, learning rate and steps.
@@ -36,13 +38,17 @@ from common import emit  # noqa: E402
 from rlxf.config import load_config  # noqa: E402
 from rlxf.loops import get_loop  # noqa: E402
 
-TASK = ["data.task=repeat", "data.task_args={sloppy_teacher: 0.5}", "data.eval_size=32", "reward.function=arithmetic"]
+
+def task(args) -> list[str]:
+    shape = f"long_min: {args.long_min}, long_max: {args.long_max}, long_fraction: {args.long_fraction}"
+    return ["data.task=repeat", f"data.task_args={{sloppy_teacher: 0.5, {shape}}}", "data.eval_size=32",
+            "reward.function=arithmetic"]
 
 
 def fine_tune(run_dir: Path, args) -> str:
     """The SFT start every mode shares; returns its policy directory."""
     config = load_config(None, [
-        "loop=sft", f"run_dir={run_dir}", f"threads={args.threads}", *TASK, f"sft.steps={args.sft_steps}",
+        "loop=sft", f"run_dir={run_dir}", f"threads={args.threads}", *task(args), f"sft.steps={args.sft_steps}",
         "sft.batch_size=64", "sft.optim.lr=1e-3", f"rollout.max_new_tokens={args.new}", "eval.every=0",
         f"checkpoint.every={args.sft_steps}", "logging.progress_bar=false", "logging.sinks=[jsonl]",
     ])
@@ -54,7 +60,7 @@ def run_once(mode: str, run_dir: Path, model: str, args, extra: list[str]) -> di
     loop, runtime = mode.split(":")
     config = load_config(None, [
         f"run_dir={run_dir}", f"loop={loop}", f"runtime.kind={runtime}", "runtime.placement=disaggregated",
-        f"model.path={model}", *TASK, f"threads={args.threads if runtime == 'embedded' else 1}", "sft.steps=0",
+        f"model.path={model}", *task(args), f"threads={args.threads if runtime == 'embedded' else 1}", "sft.steps=0",
         f"rollout.temperature={args.temperature}", f"train.steps={args.steps}",
         f"train.prompts_per_step={args.prompts}", f"rollout.n_samples={args.n}",
         f"train.mini_batch_size={args.prompts * args.n}", f"train.micro_batch_size={args.micro}",
@@ -89,6 +95,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--micro", type=int, default=16)
     parser.add_argument("--new", type=int, default=64)
+    parser.add_argument("--long-min", type=int, default=12)  # repeats of a long answer (2 tokens each)
+    parser.add_argument("--long-max", type=int, default=24)
+    parser.add_argument("--long-fraction", type=float, default=0.125)
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--queue-size", type=int, default=1)
     parser.add_argument("--chunk-steps", type=int, default=8)
