@@ -63,3 +63,22 @@ def test_prompt_stream_resumes_exactly():
     assert head + tail == whole
     # each pass visits every row once
     assert sorted(r["prompt"] for r in whole[:7]) == [str(i) for i in range(7)]
+
+
+def test_repeat_task_has_a_long_tail_and_a_disjoint_held_out_split():
+    from rlxf.data.repeat import repeat_task
+
+    splits = repeat_task(seed=0, eval_size=32, train_size=4000, long_fraction=0.125, sloppy_teacher=0.5)
+    assert splits.train[0] == {"prompt": "42x1=", "answer": "42", "sft_target": "42"}
+    lengths = [len(r["answer"]) for r in splits.train]
+    long = [n for n in lengths if n >= 24]
+    assert all(2 <= n <= 6 or 24 <= n <= 48 for n in lengths)
+    assert 0.10 < len(long) / len(lengths) < 0.15  # 12.5% long answers: the tail
+    assert sum(1 for r in splits.eval if len(r["answer"]) >= 24) == 4  # round(32 * 0.125)
+    assert not {r["prompt"] for r in splits.eval} & {r["prompt"] for r in splits.train}
+    # the sloppy teacher miscounts about half of the long answers, never a short one, by 1-2 repeats
+    wrong = [r for r in splits.train if r["sft_target"] != r["answer"]]
+    assert all(len(r["answer"]) >= 24 and abs(len(r["sft_target"]) - len(r["answer"])) in (2, 4) for r in wrong)
+    assert 0.4 < len(wrong) / len(long) < 0.6
+    with pytest.raises(ValueError, match="repeat task"):
+        repeat_task(seed=0, eval_size=32, short_max=5, long_min=4)
