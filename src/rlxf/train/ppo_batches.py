@@ -35,6 +35,10 @@ def ppo_update(
     """
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
+        # Rows sorted by response length (stable) *before* the ranks take their slices: a rank's rows are
+        # then whole micro-batches of the single process (micro_batches sorts the same way), so even the
+        # per-micro-batch metrics (entropy, approx_kl, ratio_max) are the single-process ones.
+        mini = mini.select(torch.argsort(mini.response_lengths, stable=True))
         local = shard.rows(mini)
         normaliser = shard.normaliser(local.loss_mask, max_response_len=batch.response_ids.shape[1])
         # Every rank holds the same number of rows, so each runs the same number of micro-batches.
