@@ -11,6 +11,7 @@ partitioned parameters by ``load_full_state_dict``) are ``slow``.
 from __future__ import annotations
 
 import pytest
+from safetensors.torch import load_file
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
 
@@ -29,8 +30,8 @@ def test_two_deepspeed_ranks_on_ray_match_the_embedded_run_and_resume_single_pro
     assert abs(same[1]["policy/loss"]) > 1e-3 and same[1]["reward/mean"] > 0  # not vacuous
     assert_rows_match(rows, same)
     assert_same_policy(tmp_path / "ds", same_dir, 2)  # full_state_dict gathered over the ranks, rank 0 wrote it
-    # The DeepSpeed checkpoint (step 0's with an empty optimizer, step 2's with gathered AdamW slots)
-    # resumes in one process: step 3 is the uninterrupted run's step 3.
+    # The DeepSpeed checkpoint (AdamW slots gathered from the ZeRO partitions) resumes in one process:
+    # step 3 is the uninterrupted run's step 3.
     reference_dir, reference = dp_reference[3]
     resumed = resume(tmp_path / "ds", tmp_path / "ds_then_single", 3, *SINGLE)
     assert_rows_match(resumed[-1:], reference[-1:])
@@ -45,5 +46,11 @@ def test_a_single_process_ppo_checkpoint_resumes_on_two_zero3_ranks(ray_cluster,
     run(tmp_path / "s2", tiny_model_dir, 2, *SINGLE, ppo)
     assert reference[-1]["critic/loss"] > 0
     resumed = resume(tmp_path / "s2", tmp_path / "single_then_ds", 3, *deepspeed(3), ppo)
-    assert_rows_match(resumed[-1:], reference[-1:])
+    # The fraction of clipped values is a count at a threshold: a value within ~1e-8 of it flips (measured:
+    # one token, 0.022 vs 0.006, with the critics' weights 7e-9 apart). Compared: the weights themselves.
+    unclipped = [{k: v for k, v in r.items() if k != "critic/value_clip_fraction"} for r in (resumed[-1], reference[-1])]
+    assert_rows_match(unclipped[:1], unclipped[1:])
     assert_same_policy(tmp_path / "single_then_ds", tmp_path / "s3", 3)
+    critic = "checkpoints/step_000003/critic.safetensors"
+    a, b = load_file(tmp_path / "single_then_ds" / critic), load_file(tmp_path / "s3" / critic)
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5

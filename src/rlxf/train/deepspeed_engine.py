@@ -202,8 +202,23 @@ class DeepSpeedTrainEngine(TrainEngine):
             for index, param in enumerate(self.params):
                 for key in ADAM_SLOTS:
                     value = indexed["state"][index][key].to(device, torch.float32)
-                    safe_set_full_optimizer_state(param, value, key)
+                    if self.zero_stage == 3:
+                        self._set_zero3_slot(param, value, key)
+                    else:
+                        safe_set_full_optimizer_state(param, value, key)
         self.scheduler.load_state_dict(scheduler_state)
+
+
+    def _set_zero3_slot(self, param, value: torch.Tensor, key: str) -> None:
+        """This rank's part of ``value`` into the AdamW slot ``key`` of a ZeRO-3 parameter.
+
+        (``safe_set_full_optimizer_state`` cuts the unpadded value, so a parameter whose size the world
+        size does not divide, e.g. a value head's one-element bias, overruns on the last rank.)"""
+        part, _ = self.zero_optimizer._get_fp32_opt_state_partition(param, False, optim_state_key=key)
+        rank = self.zero_optimizer._get_param_partition_rank(param)
+        flat = value.flatten()
+        flat = torch.nn.functional.pad(flat, (0, part.numel() * self.world_size - flat.numel()))
+        part.data.copy_(flat.narrow(0, part.numel() * rank, part.numel()))
 
 
 def param_shape(param: torch.Tensor) -> torch.Size:
