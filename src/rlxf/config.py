@@ -100,6 +100,7 @@ class TrainConfig(Section):
     # The actor's (and critic's) train engine, by name (train/backends.py): single | fsdp2 | deepspeed
     backend: str = "single"
     world_size: int = Field(1, ge=1)  # data-parallel trainer ranks per trainer role (runtime.kind=ray when > 1)
+    zero_stage: Literal[2, 3] = 2  # backend deepspeed: ZeRO-2 (gradients + optimizer state partitioned) or 3 (+ parameters)
 
     @field_validator("backend")
     @classmethod
@@ -110,6 +111,12 @@ class TrainConfig(Section):
         if name not in known:
             raise ValueError(f"unknown train backend {name!r}; known: {known}")
         return name
+
+    def engine_options(self) -> dict[str, Any]:
+        """The keywords of ``build_train_engine(backend, model, optim, **options)`` for this backend
+        (each backend's own typed keys; a key of another backend is ignored, so a run can switch
+        backends on resume without unsetting it)."""
+        return {"zero_stage": self.zero_stage} if self.backend == "deepspeed" else {}
 
 
 class SFTConfig(Section):

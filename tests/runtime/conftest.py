@@ -14,6 +14,8 @@ from rlxf.loops import setup
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 
+pytest.register_assert_rewrite("tests.runtime.dp_loop")  # its assert helpers report the differing values
+
 STEPS = 2
 VOLATILE = ("time/",)
 COMPARED = ("runtime.weight_sync.checksum=true",)  # every run compared with the embedded one uses these
@@ -41,6 +43,16 @@ def assert_same_run(rows: list[dict], expected: list[dict]) -> None:
 @pytest.fixture(scope="session")
 def embedded_rows(tmp_path_factory, tiny_model_dir):
     return run_recipe(tmp_path_factory.mktemp("embedded"), tiny_model_dir, "embedded", *COMPARED)
+
+
+@pytest.fixture(scope="session")
+def dp_reference(tmp_path_factory, tiny_model_dir):
+    """The data-parallel tests' single-process runs (tests/runtime/dp_loop.py): {steps: (run dir, metric
+    rows)} for 3 steps (the reference) and 2 steps (checkpoints to resume from)."""
+    from tests.runtime.dp_loop import SINGLE, run
+
+    root = tmp_path_factory.mktemp("single")
+    return {steps: (root / f"s{steps}", run(root / f"s{steps}", tiny_model_dir, steps, *SINGLE)) for steps in (2, 3)}
 
 
 @pytest.fixture(scope="session")

@@ -27,10 +27,21 @@ def test_defaults_are_one_single_process_rank():
     (["runtime.kind=ray", "train.backend=fsdp2", "train.world_size=3"],
      r"train\.world_size \(3\) must divide train\.mini_batch_size \(128\)"),
     (["train.world_size=0"], r"train\.world_size"),
+    (["train.backend=deepspeed", "train.zero_stage=4"], r"config key 'train\.zero_stage': Input should be 2 or 3"),
 ])
 def test_config_errors_name_the_key(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
+
+
+@pytest.mark.parametrize("overrides, options", [
+    (["train.backend=deepspeed"], {"zero_stage": 2}),
+    (["train.backend=deepspeed", "train.zero_stage=3"], {"zero_stage": 3}),
+    (["train.backend=fsdp2", "train.zero_stage=3"], {}),  # another backend's key is ignored (resume may switch)
+    ([], {}),
+])
+def test_engine_options_are_the_backends_own_keys(overrides, options):
+    assert load_config(None, overrides).train.engine_options() == options
 
 
 def test_fsdp2_with_one_rank_in_this_process_matches_the_single_engine(tmp_path, tiny_model_dir):

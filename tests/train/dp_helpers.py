@@ -76,7 +76,8 @@ def spawn_jobs(tmp_path, model_dir, jobs: list[dict], world: int = 2) -> list[li
     """Runs ``jobs`` one after the other in one group of ``world`` gloo ranks; each job's losses.
 
     A job: ``backend`` (a train_engine name), ``options`` (engine keywords), ``steps`` (start, stop),
-    ``resume_from``/``save_to`` (checkpoint directories or None)."""
+    ``resume_from``/``save_to`` (checkpoint directories or None), ``load_full`` (resume the weights
+    through ``engine.load_full_state_dict`` instead of building the engine on them)."""
     import torch.multiprocessing as mp
 
     from tests.train.dp_worker import dp_rank

@@ -20,8 +20,13 @@ def dp_rank(rank: int, world: int, init_file: str, model_dir: str, jobs: list[di
         for job in jobs:
             resume_from, save_to = job.get("resume_from"), job.get("save_to")
             torch.manual_seed(0)
-            model = load_causal_lm(f"{resume_from}/policy" if resume_from else model_dir).requires_grad_(True)
-            engine = build_train_engine(job["backend"], model, OPTIM, **job.get("options", {}))
+            # load_full: the engine is built on the initial weights and gets the checkpoint's weights
+            # through load_full_state_dict (as the critic role resumes), not at construction.
+            load_full = job.get("load_full", False)
+            model = load_causal_lm(f"{resume_from}/policy" if resume_from and not load_full else model_dir)
+            engine = build_train_engine(job["backend"], model.requires_grad_(True), OPTIM, **job.get("options", {}))
+            if resume_from and load_full:
+                engine.load_full_state_dict(load_causal_lm(f"{resume_from}/policy").state_dict())
             if resume_from:
                 engine.load_state(resume_from, "actor")
             results.append(train_steps(engine, range(*job["steps"]), slice(rank, None, world), global_counts))

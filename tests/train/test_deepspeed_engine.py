@@ -18,19 +18,24 @@ TOL = 1e-5
 def test_deepspeed_zero_matches_single_process_and_checkpoints_cross_over(tmp_path, tiny_model_dir, stage):
     # ZeRO-2 is the default: build_train_engine("deepspeed", model, cfg) without options.
     ds = {"backend": "deepspeed", "options": {} if stage == 2 else {"zero_stage": stage}}
-    ckpts = {name: str(tmp_path / name) for name in ("single", "ds", "fsdp")}
+    ckpts = {name: str(tmp_path / name) for name in ("single", "ds", "fsdp", "ds0")}
     reference = single(tiny_model_dir, (0, 4))
     single(tiny_model_dir, (0, 2), save_to=ckpts["single"])
-    fresh, from_single, fsdp_first, from_fsdp, fsdp_from_ds = spawn_jobs(tmp_path, tiny_model_dir, [
+    fresh, from_single, fsdp_first, from_fsdp, fsdp_from_ds, _, from_step0 = spawn_jobs(tmp_path, tiny_model_dir, [
         # DeepSpeed trains 3 steps and saves (the single-process engine and FSDP2 resume from it).
         {**ds, "steps": (0, 3), "save_to": ckpts["ds"]},
-        # DeepSpeed resumes the single-process checkpoint for steps 3 and 4.
-        {**ds, "steps": (2, 4), "resume_from": ckpts["single"]},
+        # DeepSpeed resumes the single-process checkpoint for steps 3 and 4, its weights loaded into the
+        # built engine (load_full_state_dict: ZeRO-3's partitions and the fp32 master copies).
+        {**ds, "steps": (2, 4), "resume_from": ckpts["single"], "load_full": True},
         # FSDP2 saves after 2 steps; DeepSpeed resumes it for steps 3 and 4.
         {"backend": "fsdp2", "steps": (0, 2), "save_to": ckpts["fsdp"]},
         {**ds, "steps": (2, 4), "resume_from": ckpts["fsdp"]},
         # FSDP2 resumes the DeepSpeed checkpoint for step 4.
         {"backend": "fsdp2", "steps": (3, 4), "resume_from": ckpts["ds"]},
+        # A checkpoint saved before the first step (AdamW still empty: nothing saved, nothing stepped)
+        # resumes into the uninterrupted run's first steps.
+        {**ds, "steps": (0, 0), "save_to": ckpts["ds0"]},
+        {**ds, "steps": (0, 2), "resume_from": ckpts["ds0"]},
     ])
     assert fresh == pytest.approx(reference[:3], abs=TOL)
     assert reference[0] != pytest.approx(reference[2], abs=100 * TOL)  # it trains: losses move
@@ -39,3 +44,4 @@ def test_deepspeed_zero_matches_single_process_and_checkpoints_cross_over(tmp_pa
     assert fsdp_first == pytest.approx(reference[:2], abs=TOL)
     assert from_fsdp == pytest.approx(reference[2:], abs=TOL)
     assert fsdp_from_ds == pytest.approx(reference[3:], abs=TOL)
+    assert from_step0 == pytest.approx(reference[:2], abs=TOL)

@@ -20,9 +20,11 @@ class ActorRole:
     def __init__(
         self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, temperature: float, backend: str = "single",
+        engine_options: dict | None = None,
     ) -> None:
         self.model = model
-        self.engine = build_rank_engine(backend, model, optim)  # train.backend (train/backends.py)
+        # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
+        self.engine = build_rank_engine(backend, model, optim, **(engine_options or {}))
         self.shard = DataShard.current()  # this rank's rows of every mini-batch (one rank: all)
         self.algo = algo
         self.mini_batch_size = mini_batch_size

@@ -30,9 +30,11 @@ class CriticRole:
     def __init__(
         self, model: ValueModel, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, backend: str = "single",
+        engine_options: dict | None = None,
     ) -> None:
         self.model = model
-        self.engine = build_rank_engine(backend, model, optim)  # train.backend (train/backends.py)
+        # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
+        self.engine = build_rank_engine(backend, model, optim, **(engine_options or {}))
         self.shard = DataShard.current()
         self.algo = algo
         self.mini_batch_size = mini_batch_size

@@ -17,16 +17,20 @@ Precision: fp32 weights and ZeRO state; ``cfg.autocast`` wraps each forward as i
 Checkpoints are the single-process format: ``save_state`` gathers every parameter's AdamW slots from
 the ZeRO partitions (``safe_get_full_optimizer_state``) and rank 0 writes
 ``<name>.optimizer.safetensors`` + ``.json`` with the same parameter indices; ``load_state`` scatters
-them back. ``full_state_dict`` gives the whole model (gathered under ZeRO-3) and ``save_full_model``
-(shared with FSDP2) writes it with ``save_pretrained``.
+them back (nothing is gathered or written for the slots before the first step: AdamW has no state
+yet). ``full_state_dict`` gives the whole model (gathered under ZeRO-3, tied weights shared) and
+``save_full_model`` (shared with FSDP2) writes it with ``save_pretrained``; ``load_full_state_dict``
+loads a whole model into the (partitioned) parameters and ZeRO's fp32 master copies.
 Checkpoints cross between this engine, the single-process engine and FSDP2.
 
 Select it with ``build_train_engine("deepspeed", model, cfg)`` (ZeRO-2) or
-``build_train_engine("deepspeed", model, cfg, zero_stage=3)``.
+``build_train_engine("deepspeed", model, cfg, zero_stage=3)``; in a recipe ``train.backend: deepspeed``
+and ``train.zero_stage: 3`` (``TrainConfig.engine_options``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import torch
@@ -36,7 +40,7 @@ from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.engine import TrainEngine
-from rlxf.train.fsdp_engine import global_counts, save_full_model  # noqa: F401  (engine-agnostic: shared)
+from rlxf.train.fsdp_engine import global_counts, save_full_model, share_tied_weights  # noqa: F401  (shared)
 
 ADAM_SLOTS = ("exp_avg", "exp_avg_sq")
 
@@ -126,12 +130,27 @@ class DeepSpeedTrainEngine(TrainEngine):
     # -- whole model --------------------------------------------------------------------------------
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model on CPU (every rank must call it; for ``save_pretrained`` / weight sync)."""
-        if self.zero_stage == 3:
-            from deepspeed.runtime.zero import GatheredParameters
+        with self._gathered(modifier_rank=None):
+            full = {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+        return share_tied_weights(self.model, full)
 
-            with GatheredParameters(list(self.model.parameters()), modifier_rank=None):
-                return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
-        return {k: v.detach().to("cpu", copy=True) for k, v in self.model.state_dict().items()}
+    def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Every rank passes the whole model's weights (every rank must call it).
+
+        The model's parameters are loaded (ZeRO-3: gathered, loaded on rank 0, re-partitioned from it),
+        then ZeRO's fp32 master partitions, which the optimizer steps, are refreshed from them."""
+        with self._gathered(modifier_rank=0):
+            if self.zero_stage != 3 or dist.get_rank() == 0:
+                self.model.load_state_dict(state)
+        self.zero_optimizer.refresh_fp32_params()
+
+    def _gathered(self, modifier_rank: int | None):
+        """Whole parameters inside the block (ZeRO-3 gathers them; ``modifier_rank``'s edits are kept)."""
+        if self.zero_stage != 3:
+            return contextlib.nullcontext()
+        from deepspeed.runtime.zero import GatheredParameters
+
+        return GatheredParameters(list(self.model.parameters()), modifier_rank=modifier_rank)
 
     # -- optimizer checkpoints in the single-process format -----------------------------------------
     def _flat_partitions(self) -> list[torch.Tensor]:
@@ -145,7 +164,9 @@ class DeepSpeedTrainEngine(TrainEngine):
         steps = [float(self.optimizer.state[flat]["step"]) for flat in self._flat_partitions()
                  if "step" in self.optimizer.state.get(flat, {})]
         state: dict[int, dict] = {}
-        if steps:  # before the first step AdamW has no state (as in the single-process engine)
+        # Before the first step AdamW has no state: save none (as the single-process engine does) and
+        # touch nothing, so that saving the step-0 checkpoint cannot change the first update.
+        if steps:
             step = torch.tensor(max(steps), dtype=torch.float32)
             for index, param in enumerate(self.params):
                 slots = {key: safe_get_full_optimizer_state(param, key) for key in ADAM_SLOTS}  # collective
@@ -181,8 +202,23 @@ class DeepSpeedTrainEngine(TrainEngine):
             for index, param in enumerate(self.params):
                 for key in ADAM_SLOTS:
                     value = indexed["state"][index][key].to(device, torch.float32)
-                    safe_set_full_optimizer_state(param, value, key)
+                    if self.zero_stage == 3:
+                        self._set_zero3_slot(param, value, key)
+                    else:
+                        safe_set_full_optimizer_state(param, value, key)
         self.scheduler.load_state_dict(scheduler_state)
+
+
+    def _set_zero3_slot(self, param, value: torch.Tensor, key: str) -> None:
+        """This rank's part of ``value`` into the AdamW slot ``key`` of a ZeRO-3 parameter.
+
+        (``safe_set_full_optimizer_state`` cuts the unpadded value, so a parameter whose size the world
+        size does not divide, e.g. a value head's one-element bias, overruns on the last rank.)"""
+        part, _ = self.zero_optimizer._get_fp32_opt_state_partition(param, False, optim_state_key=key)
+        rank = self.zero_optimizer._get_param_partition_rank(param)
+        flat = value.flatten()
+        flat = torch.nn.functional.pad(flat, (0, part.numel() * self.world_size - flat.numel()))
+        part.data.copy_(flat.narrow(0, part.numel() * rank, part.numel()))
 
 
 def param_shape(param: torch.Tensor) -> torch.Size:

@@ -67,15 +67,7 @@ class FSDP2TrainEngine(TrainEngine):
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model on CPU (every rank must call it; for ``save_pretrained`` / weight sync)."""
-        full = get_model_state_dict(self.model, options=FULL)
-        # Tied weights (embeddings / LM head) come back as separate copies: share them again, as in
-        # model.state_dict(), so save_pretrained drops the duplicate like the single-process engine.
-        first: dict[int, str] = {}
-        for name, param in self.model.named_parameters(remove_duplicate=False):
-            owner = first.setdefault(id(param), name)
-            if owner != name and owner in full:
-                full[name] = full[owner]
-        return full
+        return share_tied_weights(self.model, get_model_state_dict(self.model, options=FULL))
 
     def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Every rank passes the whole model's weights; each keeps its shard."""
@@ -108,6 +100,19 @@ class FSDP2TrainEngine(TrainEngine):
             "param_groups": [{**g, "params": [fqn[i] for i in g["params"]]} for g in indexed["param_groups"]],
         }
         set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=full, options=FULL)
+
+
+def share_tied_weights(model: torch.nn.Module, full: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``full`` with tied weights (embeddings / LM head) shared again, as in ``model.state_dict()``.
+
+    A gathered state dict holds separate copies of them; sharing one tensor lets ``save_pretrained``
+    drop the duplicate like the single-process engine."""
+    first: dict[int, str] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        owner = first.setdefault(id(param), name)
+        if owner != name and owner in full:
+            full[name] = full[owner]
+    return full
 
 
 def save_full_model(engine: FSDP2TrainEngine, out_dir) -> None:

@@ -39,8 +39,8 @@ def join(host: str, port: int, rank: int, world_size: int) -> None:
     dist.init_process_group(device_backend(), init_method=f"tcp://{host}:{port}", rank=rank, world_size=world_size)
 
 
-def build_rank_engine(backend: str, model: torch.nn.Module, optim):
+def build_rank_engine(backend: str, model: torch.nn.Module, optim, **options):
     """``build_train_engine`` after making sure a data-parallel backend has a process group to use."""
     if backend not in SINGLE_PROCESS_BACKENDS and not dist.is_initialized():
         join("127.0.0.1", free_port("127.0.0.1"), rank=0, world_size=1)
-    return build_train_engine(backend, model, optim)
+    return build_train_engine(backend, model, optim, **options)
