@@ -60,7 +60,7 @@ def run_once(mode: str, run_dir: Path, model: str, args, extra: list[str]) -> di
     loop, runtime = mode.split(":")
     config = load_config(None, [
         f"run_dir={run_dir}", f"loop={loop}", f"runtime.kind={runtime}", "runtime.placement=disaggregated",
-        f"model.path={model}", *task(args), f"threads={args.threads if runtime == 'embedded' else 1}", "sft.steps=0",
+        f"model.path={model}", *task(args), f"threads={args.threads if runtime == 'embedded' else args.ray_threads}", "sft.steps=0",
         f"rollout.temperature={args.temperature}", f"train.steps={args.steps}",
         f"train.prompts_per_step={args.prompts}", f"rollout.n_samples={args.n}",
         f"train.mini_batch_size={args.prompts * args.n}", f"train.micro_batch_size={args.micro}",
@@ -90,7 +90,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--reps", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)  # embedded modes; Ray actors use 1 each
+    parser.add_argument("--threads", type=int, default=2)  # torch threads of the embedded modes
+    parser.add_argument("--ray-threads", type=int, default=1)  # torch threads of each Ray actor
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--micro", type=int, default=16)
