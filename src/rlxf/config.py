@@ -95,6 +95,9 @@ class TrainConfig(Section):
     prompts_per_step: int = Field(8, ge=1)
     mini_batch_size: int = Field(64, ge=1)
     micro_batch_size: int = Field(64, ge=1)
+    # The policy/critic update's micro-batches by padded tokens instead of rows: rows are sorted by
+    # length and packed while rows x (longest prompt + longest response) fits (one process only).
+    micro_batch_tokens: int | None = Field(None, ge=1)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))
     # The actor's (and critic's) train engine, by name (train/backends.py): single | fsdp2 | deepspeed

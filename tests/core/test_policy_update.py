@@ -31,3 +31,26 @@ def test_grpo_step_raises_log_prob_of_rewarded_samples(tiny_model, tokenizer):
     assert len(metrics) == 1 and metrics[0]["grad_norm"] > 0
     assert (change[batch.rewards == 1] > 0).all(), change
     assert (change[batch.rewards == 0] < 0).all(), change
+
+
+def test_token_budget_micro_batches_give_the_row_micro_batches_update(tiny_model, tokenizer):
+    """train.micro_batch_tokens changes how the mini-batch is cut, not the update."""
+    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=16)
+    batch = rollout.generate([{"prompt": "1+2="}, {"prompt": "40+4="}], SamplingParams(n=4, max_new_tokens=12),
+                             torch.Generator().manual_seed(0))
+    batch.rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
+    algo = AlgorithmConfig(name="grpo")
+    token_rewards = token_rewards_from_scores(batch.rewards, batch.loss_mask)
+    batch.advantages, batch.returns = compute_advantages(algo, token_rewards, batch.loss_mask, batch.group_ids)
+    updated = []
+    for tokens in (None, 40):
+        model = copy.deepcopy(tiny_model)
+        actor = ActorRole(model, OptimConfig(lr=1e-3), algo, mini_batch_size=8, micro_batch_size=2,
+                          temperature=1.0, micro_batch_tokens=tokens)
+        loss = actor.update(batch, torch.Generator().manual_seed(0))[0]["loss"]
+        updated.append((loss, model.state_dict()))
+    (loss_rows, rows), (loss_tokens, tokens) = updated
+    assert abs(loss_rows - loss_tokens) < 1e-6
+    for name in rows:
+        torch.testing.assert_close(rows[name], tokens[name], atol=1e-6, rtol=0)

@@ -110,7 +110,8 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         )
     # With train.world_size > 1 the Ray runtime places N ranks behind one group proxy (runtime/group_proxy.py).
     actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
-                          config.rollout.temperature, backend=tcfg.backend, engine_options=tcfg.engine_options())
+                          config.rollout.temperature, backend=tcfg.backend, engine_options=tcfg.engine_options(),
+                          micro_batch_tokens=tcfg.micro_batch_tokens)
     critic = None
     if algo.use_critic:
         critic_lm = load_policy(config, config.model.critic_path, basics.device) if config.model.critic_path else frozen_copy(policy)
@@ -118,7 +119,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
             "critic", CriticRole,
             ValueModel(critic_lm.requires_grad_(True)).to(basics.device), tcfg.critic_optim, algo,
             tcfg.mini_batch_size, tcfg.micro_batch_size, backend=tcfg.backend,
-            engine_options=tcfg.engine_options(),
+            engine_options=tcfg.engine_options(), micro_batch_tokens=tcfg.micro_batch_tokens,
         )
     sample_gen = torch.Generator(device=basics.device).manual_seed(config.seed)
     shuffle_gen = torch.Generator().manual_seed(config.seed + 1)

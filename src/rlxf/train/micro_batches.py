@@ -26,6 +26,30 @@ def split_rows(indices: torch.Tensor, size: int) -> list[torch.Tensor]:
     return list(torch.split(indices, size))
 
 
-def micro_batches(batch: TrajectoryBatch, size: int) -> list[TrajectoryBatch]:
-    """Consecutive chunks of ``size`` rows, each trimmed of shared padding."""
-    return [trim_padding(batch.select(rows)) for rows in split_rows(torch.arange(len(batch)), size)]
+def token_budget_rows(prompt_lengths: list[int], response_lengths: list[int], max_tokens: int) -> list[list[int]]:
+    """Consecutive rows, as many per chunk as fit ``max_tokens`` once padded to the chunk's longest
+    prompt and response (a row longer than the budget gets a chunk of its own)."""
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    prompt_width = response_width = 0
+    for row, (p, r) in enumerate(zip(prompt_lengths, response_lengths)):
+        wider_p, wider_r = max(prompt_width, p), max(response_width, r)
+        if current and (len(current) + 1) * (wider_p + wider_r) > max_tokens:
+            chunks.append(current)
+            current, wider_p, wider_r = [], p, r
+        current.append(row)
+        prompt_width, response_width = wider_p, wider_r
+    return chunks + ([current] if current else [])
+
+
+def micro_batches(batch: TrajectoryBatch, size: int, max_tokens: int | None = None) -> list[TrajectoryBatch]:
+    """Consecutive chunks of ``size`` rows, each trimmed of shared padding. With ``max_tokens``
+    (``train.micro_batch_tokens``) chunks hold as many rows as fit that many padded tokens instead: on
+    a length-sorted batch, many short rows share one pass and the few long ones another, so fewer
+    passes compute less padding."""
+    if max_tokens is None:
+        chunks = split_rows(torch.arange(len(batch)), size)
+    else:
+        rows = token_budget_rows(batch.prompt_mask.sum(1).tolist(), batch.response_lengths.tolist(), max_tokens)
+        chunks = [torch.tensor(r) for r in rows]
+    return [trim_padding(batch.select(rows)) for rows in chunks]

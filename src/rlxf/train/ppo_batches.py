@@ -24,12 +24,13 @@ def ppo_mini_batches(
 def ppo_update(
     engine, batch: TrajectoryBatch, mini_batch_size: int, micro_batch_size: int, epochs: int,
     generator: torch.Generator, loss_of: Callable[..., tuple[torch.Tensor, dict[str, float]]],
-    shard: DataShard = WHOLE,
+    shard: DataShard = WHOLE, micro_batch_tokens: int | None = None,
 ) -> list[dict[str, float]]:
     """PPO epochs over shuffled mini-batches: one optimizer step of ``engine`` per mini-batch.
 
     ``loss_of(micro, normaliser=...)`` returns a micro-batch's share of the mini-batch loss; the
     normaliser is built once per mini-batch (algos.LossNormaliser). One metrics dict per step.
+    ``micro_batch_tokens`` sizes micro-batches by padded tokens instead of rows (single process).
     Data-parallel ranks pass their ``shard``: every rank draws the same global mini-batches and
     trains on its slice of each, normalised by the global counts (train/data_parallel.py).
     """
@@ -41,8 +42,9 @@ def ppo_update(
         mini = mini.select(torch.argsort(mini.response_lengths, stable=True))
         local = shard.rows(mini, micro_batch_size)
         normaliser = shard.normaliser(local.loss_mask, max_response_len=batch.response_ids.shape[1])
-        # Every rank holds the same number of rows, so each runs the same number of micro-batches.
-        micros = micro_batches(local, micro_batch_size)
+        # Every rank holds the same number of rows, so each runs the same number of micro-batches; a
+        # token budget would give ranks different counts, so data-parallel ranks split by rows.
+        micros = micro_batches(local, micro_batch_size, micro_batch_tokens if shard.world_size == 1 else None)
         history.append(engine.optimizer_step(micros, partial(loss_of, normaliser=normaliser)))
     return history
 
