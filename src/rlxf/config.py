@@ -162,6 +162,9 @@ class AsyncRLConfig(Section):
     queue_size: int = Field(1, ge=1)  # batches generated ahead: at most queue_size + 1 past the last one the trainer took
     interruptible: bool = True  # new weights are loaded mid-generation (partial rollouts)
     chunk_steps: int = Field(8, ge=1)  # decode steps between checks for new weights
+    # Continuous batching: admit the next batch only while at most this many rows still decode
+    # (None: as soon as the bounds allow; 0: one batch at a time)
+    admit_below_rows: int | None = Field(None, ge=0)
     off_policy_correction: bool = True  # algorithm.tis_level none -> token (capped at algorithm.tis_cap)
 
 

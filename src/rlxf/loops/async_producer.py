@@ -75,12 +75,14 @@ class RolloutProducer(threading.Thread):
         self, rollout, score: Callable[[TrajectoryBatch], dict[str, float]], stream: PromptStream,
         prompts_per_step: int, params: SamplingParams, generator: torch.Generator, max_staleness: int,
         queue_size: int, chunk_steps: int, interruptible: bool, first_index: int, checksum: bool = False,
+        admit_below_rows: int | None = None,
     ) -> None:
         super().__init__(name="rlxf-rollout-producer", daemon=True)
         self.rollout, self.score, self.stream = rollout, score, stream
         self.prompts_per_step, self.params, self.generator = prompts_per_step, params, generator
         self.max_staleness, self.queue_size = max_staleness, queue_size
         self.chunk_steps, self.interruptible, self.checksum = chunk_steps, interruptible, checksum
+        self.admit_below_rows = admit_below_rows  # admit only while at most this many rows decode (None: any)
         self.next_index = first_index  # the next batch to admit
         self.taken = first_index - 1  # the last item the trainer took
         self.queue: queue.Queue[ProducedBatch] = queue.Queue()  # bounded by admission (b), not here
@@ -189,6 +191,8 @@ class RolloutProducer(threading.Thread):
             return False
         if not self.interruptible and self._pending is not None:
             return False  # drain the running rows so the weights can load
+        if self.admit_below_rows is not None and self._generation.unfinished_rows > self.admit_below_rows:
+            return False
         return self.rollout.version >= index - 1 - self.max_staleness
 
     def _load_pending(self, gen: InterruptibleGeneration) -> bool:
@@ -240,6 +244,7 @@ def start_producer(
         rollout, partial(scorer, rollout), PromptStream(rows, seed=seed, position=position), prompts_per_step, params,
         generator, async_cfg.max_staleness, async_cfg.queue_size, async_cfg.chunk_steps,
         async_cfg.interruptible, first_index=first_index, checksum=checksum,
+        admit_below_rows=async_cfg.admit_below_rows,
     )
     producer.start()
     return producer

@@ -70,7 +70,8 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     params, sample_gen, shuffle_gen = session.params, session.sample_gen, session.shuffle_gen
 
     producer = session.runtime.attach(
-        rollout, start_producer, BatchScorer(basics.reward, algo, params.max_new_tokens), basics.task.train,
+        rollout, start_producer,
+        BatchScorer(session.runtime.portable(basics.reward, config.reward), algo, params.max_new_tokens), basics.task.train,
         config.seed, state.data_position, generator_state_to_json(sample_gen), state.step + 1,
         tcfg.prompts_per_step, params, acfg, config.runtime.weight_sync.checksum,
     )

@@ -17,6 +17,7 @@ RUNTIMES: Registry = Registry("runtime")
 RUNTIME_MODULES = {
     "embedded": "rlxf.runtime.embedded",
     "ray": "rlxf.runtime.ray_runtime",
+    "process": "rlxf.runtime.process_runtime",
 }
 
 

@@ -1,6 +1,7 @@
 """The ``runtime`` section of the config tree: where the roles live and how weights reach the engines.
 
-* ``kind``        ``embedded`` (the default: every role in this process, no Ray) or ``ray`` (each role a
+* ``kind``        ``embedded`` (the default: every role in this process, no Ray), ``process`` (the
+  roles in ``process_roles`` each in a child process of this machine, no Ray) or ``ray`` (each role a
   Ray actor on a placement group); see ``rlxf.runtime.RUNTIMES``.
 * ``address``     ``ray`` only: an existing cluster (``auto``, ``ray://host:10001``, ``host:6379``);
   unset starts a local cluster for the run and stops it at the end.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ROLE_NAMES = ("rollout", "reward", "reference", "actor", "critic")
 
@@ -30,7 +31,8 @@ class WeightSyncConfig(_Section):
 
 
 class RuntimeConfig(_Section):
-    kind: str = "embedded"  # embedded | ray
+    kind: str = "embedded"  # embedded | process | ray
+    process_roles: list[str] = Field(default_factory=lambda: ["rollout"])  # kind process: roles with a process
     address: str | None = None
     placement: Literal["colocated", "disaggregated"] | dict[str, str] = "colocated"
     strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None  # None: by placement
@@ -38,6 +40,14 @@ class RuntimeConfig(_Section):
     gpus_per_role: float = Field(0.0, ge=0)
     max_restarts: int = Field(3, ge=0)  # stateless roles (rollout, reward, reference) restart this often
     weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
+
+    @field_validator("process_roles")
+    @classmethod
+    def _known_roles(cls, roles: list[str]) -> list[str]:
+        unknown = sorted(set(roles) - set(ROLE_NAMES))
+        if unknown:
+            raise ValueError(f"unknown roles {unknown}; roles: {list(ROLE_NAMES)}")
+        return roles
 
     def groups(self) -> dict[str, str]:
         """role -> placement group name."""

@@ -17,5 +17,9 @@ class EmbeddedRuntime:
         """``factory(role, *args)``: something that lives beside ``role`` (e.g. the async producer)."""
         return factory(role, *args, **kwargs)
 
+    def portable(self, role, config):
+        """What stands for ``role`` in another place of this run (here: the role itself)."""
+        return role
+
     def close(self) -> None:
         pass

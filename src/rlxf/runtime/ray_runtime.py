@@ -108,6 +108,10 @@ class RayRuntime:
         """``factory(role, *args)`` built inside the actor of the role behind ``proxy``."""
         return proxy.attach(factory, *args, **kwargs)
 
+    def portable(self, role, config):
+        """What stands for ``role`` inside another actor: its proxy (actor handles pickle)."""
+        return role
+
     def close(self) -> None:
         for proxy in self.proxies.values():
             proxy.kill()

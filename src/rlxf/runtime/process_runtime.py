@@ -1,0 +1,161 @@
+"""The process runtime (``runtime.kind: process``): chosen roles each in a child process of this
+machine, the others in this process; no Ray.
+
+``runtime.process_roles`` (default ``[rollout]``) names the roles that get a process. Each is a
+:class:`~rlxf.runtime.worker.RoleWorker` (the same worker a Ray actor runs) serving calls over a pipe,
+and the loop gets a :class:`ProcessRoleProxy` that behaves like the role: generator arguments come
+back advanced and batch fields filled in place (``runtime/wire.py``), so a run's numbers are the
+embedded run's. Tensors in calls and results travel through shared memory (torch.multiprocessing);
+the role's constructor arguments are pickled by value, so the child holds its own copy of the
+weights and sees new ones only through ``load_weights``.
+
+What it is for: generation in its own process overlaps training in this one (``loop: rl_async`` on
+one machine) without the per-call cost of Ray. A child that dies ends the run with an error naming
+the role (no restarts: use Ray for that).
+"""
+
+from __future__ import annotations
+
+import pickle
+import traceback
+from functools import partial
+
+import torch.multiprocessing as mp
+
+from rlxf.runtime import RUNTIMES
+from rlxf.runtime.wire import apply_result, to_wire
+
+
+class RoleProcessError(RuntimeError):
+    """A role's child process failed or died."""
+
+
+def _serve(conn, spec: bytes, threads: int) -> None:
+    """Child side: build the RoleWorker, then answer ``(worker method, args)`` requests until None."""
+    from rlxf.runtime.worker import RoleWorker
+
+    try:
+        worker = RoleWorker(pickle.loads(spec), threads)
+        conn.send(("ok", None))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        method, args = request
+        try:
+            conn.send(("ok", getattr(worker, method)(*args)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+
+
+class ProcessActor:
+    """A RoleWorker in a spawned child process, called over a pipe one request at a time."""
+
+    def __init__(self, name: str, factory, args: tuple, kwargs: dict, threads: int) -> None:
+        self.name = name
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_serve, args=(child, pickle.dumps((factory, args, kwargs)), threads), name=f"rlxf-{name}",
+            daemon=True,
+        )
+        self.process.start()
+        child.close()
+        self._answer("start-up")
+
+    def request(self, method: str, *args):
+        self._conn.send((method, args))
+        return self._answer(method)
+
+    def _answer(self, what: str):
+        try:
+            # Poll rather than block: a child that dies early may never close its end of the pipe
+            # (the parent's resource sharer can still hold a duplicate of it).
+            while not self._conn.poll(0.5):
+                if not self.process.is_alive():
+                    raise EOFError
+            status, value = self._conn.recv()
+        except (EOFError, ConnectionError):
+            raise RoleProcessError(
+                f"role {self.name}: its process (pid {self.process.pid}) died during {what} "
+                f"(exit code {self.process.exitcode})"
+            ) from None
+        if status == "error":
+            raise RoleProcessError(f"role {self.name} failed in {what}:\n{value}")
+        return value
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            try:
+                self._conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            self.process.join(timeout=10)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout=10)
+        self._conn.close()
+
+
+class ProcessRoleProxy:
+    """Calls the role (or what is attached beside it) in its process, like the role itself."""
+
+    def __init__(self, actor: ProcessActor, remote_method: str = "call") -> None:
+        self._actor = actor
+        self._remote_method = remote_method  # the RoleWorker method that runs a call
+
+    def __getattr__(self, method: str):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return partial(self._call, method)
+
+    def _call(self, method: str, *args, **kwargs):
+        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+        result = self._actor.request(self._remote_method, method, wire_args, wire_kwargs)
+        return apply_result(result, args, kwargs, generators)
+
+    def attach(self, factory, *args, **kwargs) -> ProcessRoleProxy:
+        """Build ``factory(role, *args)`` in the role's process; calls on the returned proxy go to it."""
+        self._actor.request("attach", factory, args, kwargs)
+        return ProcessRoleProxy(self._actor, remote_method="call_attached")
+
+    def attribute(self, name: str):
+        return self._actor.request("attribute", name)
+
+    def pid(self) -> int:
+        return self._actor.request("pid")
+
+
+@RUNTIMES.register("process")
+class ProcessRuntime:
+    def __init__(self, config) -> None:
+        self.config = config
+        self.actors: list[ProcessActor] = []
+
+    def place(self, role: str, factory, *args, **kwargs):
+        if role not in self.config.runtime.process_roles:
+            return factory(*args, **kwargs)
+        actor = ProcessActor(role, factory, args, kwargs, self.config.threads or 1)
+        self.actors.append(actor)
+        return ProcessRoleProxy(actor)
+
+    def attach(self, role, factory, *args, **kwargs):
+        if isinstance(role, ProcessRoleProxy):
+            return role.attach(factory, *args, **kwargs)
+        return factory(role, *args, **kwargs)
+
+    def portable(self, role, config):
+        """What stands for ``role`` in a child process: its config (pipes and pools do not pickle),
+        from which the child builds its own."""
+        return config
+
+    def close(self) -> None:
+        for actor in self.actors:
+            actor.close()
+        self.actors.clear()

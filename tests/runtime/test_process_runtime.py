@@ -1,0 +1,47 @@
+"""runtime.kind=process: the rollout role in a child process of this machine (no Ray) gives the
+embedded run's numbers; the async loop runs its producer there; a dead child is named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlxf.config import load_config
+from rlxf.loops import get_loop
+from rlxf.runtime.process_runtime import RoleProcessError
+from tests.conftest import small_overrides
+from tests.runtime.conftest import COMPARED, assert_same_run, crash_rollout_in_step_2, run_recipe
+
+PROCESS = ("runtime.kind=process", "runtime.process_roles=[rollout]")
+
+
+def test_rollout_in_a_child_process_matches_the_embedded_run(tmp_path, tiny_model_dir, embedded_rows):
+    rows = run_recipe(tmp_path, tiny_model_dir, "process", *PROCESS, *COMPARED)
+    assert_same_run(rows, embedded_rows)  # generators and batch fields cross the pipe both ways
+
+
+def test_async_loop_with_the_producer_in_the_rollout_process(tmp_path, tiny_model_dir):
+    run_dir = tmp_path / "async_process"
+    config = load_config(None, [
+        *small_overrides(run_dir, tiny_model_dir, steps=3), "loop=rl_async", *PROCESS,
+        "async_rl.max_staleness=1", "async_rl.chunk_steps=2", "runtime.weight_sync.checksum=true", "eval.every=2",
+    ])
+    get_loop("rl_async")(config, write=lambda _: None)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["step"] > 0]
+    assert [r["samples"] for r in steps] == [16, 32, 48]
+    assert all(0 <= r["async/staleness_max"] <= 1 and r["async/dropped_stale"] == 0 for r in steps)
+    assert "eval/accuracy" in steps[1]  # evaluation borrowed the child's engine
+
+
+def test_a_rollout_process_that_dies_is_named(tmp_path, tiny_model_dir, crash_marker, monkeypatch):
+    crash_rollout_in_step_2(crash_marker, monkeypatch)
+    with pytest.raises(RoleProcessError, match="role rollout: its process .* died during call"):
+        run_recipe(tmp_path, tiny_model_dir, "process_crash", *PROCESS)
+    assert not crash_marker.exists()
+
+
+def test_unknown_process_roles_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="unknown roles"):
+        load_config(None, ["runtime.kind=process", "runtime.process_roles=[rollout, trainer]"])
