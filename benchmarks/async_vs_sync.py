@@ -15,8 +15,10 @@ A synchronous step waits for its longest response before training; the asynchron
 next batch into the decoder while the long tail finishes and trains in another process.
 
 A mode is ``loop:runtime``. On ``ray`` every role is its own actor (``runtime.placement=disaggregated``,
-one torch thread each), so the asynchronous producer runs in the rollout actor's process and
-overlaps the trainer; on ``embedded`` everything runs in this process with ``--threads`` threads.
+``--ray-threads`` torch threads each), so the asynchronous producer runs in the rollout actor's
+process and overlaps the trainer; on ``process`` the rollout role (and the producer) runs in a child
+process and the trainer in this one (``--ray-threads`` threads each); on ``embedded`` everything runs
+in this process with ``--threads`` threads.
 Modes run alternating, ``--reps`` times each, so background load hits all alike. samples/s counts
 trained samples over the summed ``time/step`` of the steps (start-up is excluded in all modes).
 ``reward_last`` is the mean ``reward/mean`` over the last half of the steps, i.e. after the same
@@ -108,7 +110,7 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--sft-steps", type=int, default=300)
     parser.add_argument("--model", default=None, help="start from this policy instead of fine-tuning one")
-    parser.add_argument("--modes", default="rl:embedded,rl:ray,rl_async:ray")
+    parser.add_argument("--modes", default="rl:embedded,rl:ray,rl_async:ray,rl_async:process")
     args = parser.parse_args()
     async_extra = [f"async_rl.max_staleness={args.max_staleness}", f"async_rl.chunk_steps={args.chunk_steps}",
                    f"async_rl.queue_size={args.queue_size}"]
