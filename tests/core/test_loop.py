@@ -115,3 +115,18 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, tiny_model_
     whole_summary = json.loads((whole_dir / "summary.json").read_text())
     killed_summary = json.loads((killed_dir / "summary.json").read_text())
     assert whole_summary["final_eval_accuracy"] == killed_summary["final_eval_accuracy"]
+
+
+def test_a_kill_between_checkpoint_and_metrics_line_loses_no_metrics(tmp_path, tiny_model_dir):
+    run_dir = tmp_path / "run"
+    config = load_config(None, small_overrides(run_dir, tiny_model_dir, steps=2))
+    train_rl(config, write=lambda _: None)
+    rows = read_metrics(run_dir)
+    # The process died right after step 2's checkpoint: its metrics line never reached the file.
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
+    train_rl(config, resume=True, write=lambda _: None)
+    restored = read_metrics(run_dir)
+    assert [r["step"] for r in restored] == [0, 1, 2]
+    untimed = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in (rows[-1], restored[-1])]
+    assert untimed[0] == untimed[1] and "monitor/length" in untimed[1]
+    assert restored[-1]["time/train"] == rows[-1]["time/train"]  # timings up to the save are kept

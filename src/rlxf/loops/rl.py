@@ -153,13 +153,13 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
             with timer("eval"):
                 state.last_eval = session.evaluate()
             metrics.update(state.last_eval)
+        with timer("monitor"):
+            metrics.update(monitor.observe(batch, metrics))
         state.step = step
         state.capture(sample_gen, session.shuffle_gen, stream.position)
         if config.checkpoint.every and step % config.checkpoint.every == 0 or step == tcfg.steps:
             with timer("checkpoint"):
-                session.save(state)
-        with timer("monitor"):
-            metrics.update(monitor.observe(batch, metrics))
+                session.save(state, {**metrics, **timer.seconds})
         metrics.update(timer.seconds)
         metrics["time/step"] = time.perf_counter() - step_start
         session.logger.log(step, metrics)

@@ -116,7 +116,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             state.shuffle_rng = generator_state_to_json(shuffle_gen)
             if config.checkpoint.every and step % config.checkpoint.every == 0 or step == tcfg.steps:
                 with timer("checkpoint"):
-                    session.save(state)
+                    session.save(state, {**metrics, **timer.seconds})
             metrics.update(timer.seconds)
             metrics["time/step"] = time.perf_counter() - step_start
             session.logger.log(step, metrics)

@@ -54,8 +54,10 @@ class RLSession:
     started: float
     prior_wall: float
 
-    def save(self, at_state: RunState) -> None:
+    def save(self, at_state: RunState, metrics: dict[str, float] | None = None) -> None:
+        """A checkpoint of ``at_state`` and the step's ``metrics`` so far."""
         at_state.wall_seconds = self.prior_wall + time.time() - self.started
+        at_state.step_metrics = dict(metrics or {})
         at_state.kl_coef = self.kl_control.value
         save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.basics.tokenizer,
                         self.config.checkpoint.keep_last)
@@ -140,6 +142,8 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         logger=MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write),
         started=started, prior_wall=state.wall_seconds,
     )
+    if checkpoint:
+        session.logger.restore(state.step, state.step_metrics)
     if checkpoint is None:
         state.last_eval = session.evaluate()
         state.initial_eval_accuracy = state.last_eval["eval/accuracy"]

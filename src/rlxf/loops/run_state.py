@@ -22,6 +22,9 @@ class RunState:
     initial_eval: dict = field(default_factory=dict)  # the whole first evaluation (offline loops)
     last_eval: dict = field(default_factory=dict)
     wall_seconds: float = 0.0  # wall time spent by this run up to the checkpoint, over all resumes
+    # The checkpointed step's metrics (timings up to the save): logged again on resume if the run
+    # died between writing the checkpoint and writing the step's metrics line.
+    step_metrics: dict = field(default_factory=dict)
 
     def capture(self, sample_gen: torch.Generator, shuffle_gen: torch.Generator, data_position: int) -> None:
         self.sample_rng = ckpt.generator_state_to_json(sample_gen)

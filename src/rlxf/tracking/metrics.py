@@ -43,7 +43,15 @@ class JsonlSink:
                 if line.strip() and json.loads(line)["step"] <= resume_step
             ]
             self.path.write_text("".join(line + "\n" for line in kept))
+            self.logged_steps = {json.loads(line)["step"] for line in kept}
         self.handle = self.path.open("a")
+
+    logged_steps: set[int] = set()  # steps already in the file when the run resumed
+
+    def restore(self, step: int, metrics: dict[str, float]) -> None:
+        """Write ``step``'s row kept in its checkpoint, if the run died before logging it."""
+        if metrics and step not in self.logged_steps:
+            self.log(step, metrics)
 
     def log(self, step: int, metrics: dict[str, float]) -> None:
         row = {"step": step, **{k: _finite(v) for k, v in metrics.items()}}
@@ -94,6 +102,13 @@ class MetricsLogger:
     def log(self, step: int, metrics: dict[str, float]) -> None:
         for sink in self.sinks:
             sink.log(step, metrics)
+
+    def restore(self, step: int, metrics: dict[str, float]) -> None:
+        """On resume: the checkpointed step's metrics, for sinks that lost them (a kill between the
+        checkpoint and the log line)."""
+        for sink in self.sinks:
+            if hasattr(sink, "restore"):
+                sink.restore(step, metrics)
 
     def close(self) -> None:
         for sink in self.sinks:
