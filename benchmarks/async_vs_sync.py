@@ -66,7 +66,7 @@ def run_once(mode: str, run_dir: Path, model: str, args, extra: list[str]) -> di
         f"rollout.temperature={args.temperature}", f"train.steps={args.steps}",
         f"train.prompts_per_step={args.prompts}", f"rollout.n_samples={args.n}",
         f"train.mini_batch_size={args.prompts * args.n}", f"train.micro_batch_size={args.micro}",
-        f"train.micro_batch_tokens={args.micro_tokens}",
+        f"train.micro_batch_tokens={args.micro_tokens or 'null'}",
         f"rollout.max_new_tokens={args.new}", f"eval.every={args.steps}", "checkpoint.every=0",
         "logging.progress_bar=false", "logging.sinks=[jsonl]", f"train.optim.lr={args.lr}", *extra,
     ])
@@ -98,7 +98,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--micro", type=int, default=16)
-    parser.add_argument("--micro-tokens", type=int, default=1024)  # train.micro_batch_tokens
+    parser.add_argument("--micro-tokens", type=int, default=1024)  # train.micro_batch_tokens; 0: by rows
     parser.add_argument("--new", type=int, default=64)
     parser.add_argument("--long-min", type=int, default=12)  # repeats of a long answer (2 tokens each)
     parser.add_argument("--long-max", type=int, default=24)
