@@ -123,15 +123,15 @@ def main() -> None:
                 extra = async_extra if mode.startswith("rl_async") else []
                 results[mode].append(run_once(mode, Path(tmp) / f"{mode.replace(':', '_')}{rep}", model, args, extra))
     med = {mode: statistics.median(r["samples_per_second"] for r in runs) for mode, runs in results.items()}
-    sync = max(med[m] for m in modes if m.startswith("rl:"))
-    first_async = next(m for m in modes if m.startswith("rl_async"))
+    sync = max((med[m] for m in modes if m.startswith("rl:")), default=None)
+    first_async = next((m for m in modes if m.startswith("rl_async")), None)
     emit({
         "settings": vars(args),
         "runs": results,
         "median_samples_per_second": med,
         "median_reward_last": {m: statistics.median(r["reward_last"] for r in runs) for m, runs in results.items()},
         "median_eval_accuracy": {m: statistics.median(r["eval_accuracy"] for r in runs) for m, runs in results.items()},
-        "async_over_sync": med[first_async] / sync,
+        "async_over_sync": med[first_async] / sync if first_async and sync else None,
     })
 
 
