@@ -108,9 +108,9 @@ class TrainConfig(Section):
     @field_validator("backend")
     @classmethod
     def _known_backend(cls, name: str) -> str:
-        from rlxf.train.backends import TRAIN_ENGINE_MODULES, TRAIN_ENGINES
+        from rlxf.train.backends import TRAIN_ENGINES
 
-        known = sorted(set(TRAIN_ENGINE_MODULES) | set(TRAIN_ENGINES.names()))
+        known = TRAIN_ENGINES.names()
         if name not in known:
             raise ValueError(f"unknown train backend {name!r}; known: {known}")
         return name
@@ -192,10 +192,10 @@ class Config(Section):
     @field_validator("loop")
     @classmethod
     def _known_loop(cls, name: str) -> str:
-        from rlxf.loops import LOOP_MODULES, LOOPS
+        from rlxf.loops import LOOPS
 
-        if name not in LOOP_MODULES and name not in LOOPS:
-            raise ValueError(f"unknown loop {name!r}; known: {sorted(set(LOOP_MODULES) | set(LOOPS.names()))}")
+        if name not in LOOPS.names():
+            raise ValueError(f"unknown loop {name!r}; known: {LOOPS.names()}")
         return name
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from typing import Generic, TypeVar
 
@@ -11,9 +12,12 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Maps names to implementations of one kind (``kind`` appears in error messages)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, modules: dict[str, str] | None = None) -> None:
         self.kind = kind
         self._entries: dict[str, T] = {}
+        # name -> module that registers it, imported on first ``get`` (keeps optional dependencies
+        # such as Ray or DeepSpeed out of ``import rlxf``)
+        self.modules = dict(modules or {})
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@REGISTRY.register("name")`` adds the decorated object under ``name``."""
@@ -27,6 +31,8 @@ class Registry(Generic[T]):
         return add
 
     def get(self, name: str) -> T:
+        if name not in self._entries and name in self.modules:
+            importlib.import_module(self.modules[name])
         try:
             return self._entries[name]
         except KeyError:
@@ -34,7 +40,8 @@ class Registry(Generic[T]):
             raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def names(self) -> list[str]:
-        return sorted(self._entries)
+        """Registered names and those a module will register on first use."""
+        return sorted(set(self._entries) | set(self.modules))
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries

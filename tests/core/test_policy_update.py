@@ -13,16 +13,22 @@ from rlxf.rollout.sampling import SamplingParams
 from rlxf.train.log_probs import batch_log_probs
 
 
-def test_grpo_step_raises_log_prob_of_rewarded_samples(tiny_model, tokenizer):
-    model = copy.deepcopy(tiny_model)
+def rewarded_groups(model, tokenizer, prompts: list[str], max_new_tokens: int):
+    """Two groups of 4 samples of ``model`` with fixed rewards and their GRPO advantages."""
     engine = build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id)
     rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=16)
-    batch = rollout.generate([{"prompt": "1+2="}, {"prompt": "4+4="}], SamplingParams(n=4, max_new_tokens=4),
+    batch = rollout.generate([{"prompt": p} for p in prompts], SamplingParams(n=4, max_new_tokens=max_new_tokens),
                              torch.Generator().manual_seed(0))
     batch.rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
     algo = AlgorithmConfig(name="grpo")
     token_rewards = token_rewards_from_scores(batch.rewards, batch.loss_mask)
     batch.advantages, batch.returns = compute_advantages(algo, token_rewards, batch.loss_mask, batch.group_ids)
+    return batch, algo
+
+
+def test_grpo_step_raises_log_prob_of_rewarded_samples(tiny_model, tokenizer):
+    model = copy.deepcopy(tiny_model)
+    batch, algo = rewarded_groups(model, tokenizer, ["1+2=", "4+4="], 4)
     before = batch_log_probs(model, batch, 8).sum(-1)
     actor = ActorRole(model, OptimConfig(lr=1e-3), algo, mini_batch_size=8, micro_batch_size=4, temperature=1.0)
     metrics = actor.update(batch, torch.Generator().manual_seed(0))
@@ -35,14 +41,7 @@ def test_grpo_step_raises_log_prob_of_rewarded_samples(tiny_model, tokenizer):
 
 def test_token_budget_micro_batches_give_the_row_micro_batches_update(tiny_model, tokenizer):
     """train.micro_batch_tokens changes how the mini-batch is cut, not the update."""
-    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id)
-    rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=16)
-    batch = rollout.generate([{"prompt": "1+2="}, {"prompt": "40+4="}], SamplingParams(n=4, max_new_tokens=12),
-                             torch.Generator().manual_seed(0))
-    batch.rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0])
-    algo = AlgorithmConfig(name="grpo")
-    token_rewards = token_rewards_from_scores(batch.rewards, batch.loss_mask)
-    batch.advantages, batch.returns = compute_advantages(algo, token_rewards, batch.loss_mask, batch.group_ids)
+    batch, algo = rewarded_groups(copy.deepcopy(tiny_model), tokenizer, ["1+2=", "40+4="], 12)
     updated = []
     for tokens in (None, 40):
         model = copy.deepcopy(tiny_model)

@@ -6,11 +6,7 @@ file plus one ``LOOPS.register`` line.
 
 from __future__ import annotations
 
-import importlib
-
 from rlxf.registry import Registry
-
-LOOPS: Registry = Registry("loop")
 
 # name -> module that registers it; imported on first use so `import rlxf` stays light.
 LOOP_MODULES = {
@@ -22,7 +18,8 @@ LOOP_MODULES = {
 }
 
 
+LOOPS: Registry = Registry("loop", modules=LOOP_MODULES)
+
+
 def get_loop(name: str):
-    if name not in LOOPS and name in LOOP_MODULES:
-        importlib.import_module(LOOP_MODULES[name])
     return LOOPS.get(name)

@@ -149,20 +149,12 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
             "response/truncated_fraction": float(batch.truncated.float().mean()),
             "samples": step * len(batch),
         })
-        if config.eval.every and step % config.eval.every == 0 or step == tcfg.steps:
-            with timer("eval"):
-                state.last_eval = session.evaluate()
-            metrics.update(state.last_eval)
+        session.evaluate_if_due(step, timer, metrics)
         with timer("monitor"):
             metrics.update(monitor.observe(batch, metrics))
         state.step = step
         state.capture(sample_gen, session.shuffle_gen, stream.position)
-        if config.checkpoint.every and step % config.checkpoint.every == 0 or step == tcfg.steps:
-            with timer("checkpoint"):
-                session.save(state, {**metrics, **timer.seconds})
-        metrics.update(timer.seconds)
-        metrics["time/step"] = time.perf_counter() - step_start
-        session.logger.log(step, metrics)
+        session.end_step(step_start, timer, metrics)
         progress.update(1)
     progress.close()
     session.logger.close()

@@ -108,18 +108,10 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "response/length_mean": float(lengths.mean()), "response/length_max": float(lengths.max()),
                 "response/truncated_fraction": float(batch.truncated.float().mean()), "samples": samples,
             })
-            if config.eval.every and step % config.eval.every == 0 or step == tcfg.steps:
-                with timer("eval"):
-                    state.last_eval = session.evaluate(LentRollout(producer))
-                metrics.update(state.last_eval)
+            session.evaluate_if_due(step, timer, metrics, LentRollout(producer))
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
             state.shuffle_rng = generator_state_to_json(shuffle_gen)
-            if config.checkpoint.every and step % config.checkpoint.every == 0 or step == tcfg.steps:
-                with timer("checkpoint"):
-                    session.save(state, {**metrics, **timer.seconds})
-            metrics.update(timer.seconds)
-            metrics["time/step"] = time.perf_counter() - step_start
-            session.logger.log(step, metrics)
+            session.end_step(step_start, timer, metrics)
             progress.update(1)
     finally:
         producer.stop()

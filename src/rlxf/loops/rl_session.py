@@ -68,6 +68,24 @@ class RLSession:
         return evaluate(self.rollout if rollout is None else rollout, self.basics.eval_reward, self.basics.task.eval,
                         self.config.eval.batch_size, tokens)
 
+    def evaluate_if_due(self, step: int, timer, metrics: dict[str, float], rollout=None) -> None:
+        """Held-out evaluation every ``eval.every`` steps and at the last one, into ``metrics``."""
+        every = self.config.eval.every
+        if every and step % every == 0 or step == self.config.train.steps:
+            with timer("eval"):
+                self.state.last_eval = self.evaluate(rollout)
+            metrics.update(self.state.last_eval)
+
+    def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> None:
+        """Checkpoint ``state`` when due (with the step's metrics so far), then log the step."""
+        step, every = self.state.step, self.config.checkpoint.every
+        if every and step % every == 0 or step == self.config.train.steps:
+            with timer("checkpoint"):
+                self.save(self.state, {**metrics, **timer.seconds})
+        metrics.update(timer.seconds)
+        metrics["time/step"] = time.perf_counter() - step_start
+        self.logger.log(step, metrics)
+
     @property
     def wall_seconds(self) -> float:
         return self.prior_wall + time.time() - self.started

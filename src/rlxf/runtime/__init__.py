@@ -7,11 +7,7 @@ The controller loop is the same either way. Importing this package never imports
 
 from __future__ import annotations
 
-import importlib
-
 from rlxf.registry import Registry
-
-RUNTIMES: Registry = Registry("runtime")
 
 # name -> module that registers it, imported on first use (so `ray` is only imported for kind: ray).
 RUNTIME_MODULES = {
@@ -19,11 +15,9 @@ RUNTIME_MODULES = {
     "ray": "rlxf.runtime.ray_runtime",
     "process": "rlxf.runtime.process_runtime",
 }
+RUNTIMES: Registry = Registry("runtime", modules=RUNTIME_MODULES)
 
 
 def build_runtime(config):
     """The runtime for ``config.runtime`` (a ``RuntimeConfig``); takes the whole run config."""
-    kind = config.runtime.kind
-    if kind not in RUNTIMES and kind in RUNTIME_MODULES:
-        importlib.import_module(RUNTIME_MODULES[kind])
-    return RUNTIMES.get(kind)(config)
+    return RUNTIMES.get(config.runtime.kind)(config)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import pickle
 import traceback
-from functools import partial
 
 import torch.multiprocessing as mp
 
 from rlxf.runtime import RUNTIMES
-from rlxf.runtime.wire import apply_result, to_wire
+from rlxf.runtime.wire import CallResult, WireProxy
 
 
 class RoleProcessError(RuntimeError):
@@ -103,22 +102,15 @@ class ProcessActor:
         self._conn.close()
 
 
-class ProcessRoleProxy:
+class ProcessRoleProxy(WireProxy):
     """Calls the role (or what is attached beside it) in its process, like the role itself."""
 
     def __init__(self, actor: ProcessActor, remote_method: str = "call") -> None:
         self._actor = actor
         self._remote_method = remote_method  # the RoleWorker method that runs a call
 
-    def __getattr__(self, method: str):
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return partial(self._call, method)
-
-    def _call(self, method: str, *args, **kwargs):
-        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
-        result = self._actor.request(self._remote_method, method, wire_args, wire_kwargs)
-        return apply_result(result, args, kwargs, generators)
+    def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
+        return self._actor.request(self._remote_method, method, wire_args, wire_kwargs)
 
     def attach(self, factory, *args, **kwargs) -> ProcessRoleProxy:
         """Build ``factory(role, *args)`` in the role's process; calls on the returned proxy go to it."""

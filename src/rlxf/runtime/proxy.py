@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import logging
 import time
-from functools import partial
 
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from rlxf.runtime.wire import RemoteValue, apply_result, to_wire
+from rlxf.runtime.wire import CallResult, RemoteValue, WireProxy, to_wire
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +23,7 @@ logger = logging.getLogger(__name__)
 REPLAYED = {"update_weights": "weights", "load_weights": "weights"}
 
 
-class RoleProxy:
+class RoleProxy(WireProxy):
     def __init__(
         self, name: str, actor, restartable: bool, max_retries: int = 3, keep_alive=None, remote_method: str = "call"
     ) -> None:
@@ -37,13 +36,7 @@ class RoleProxy:
         self._replay: dict[str, tuple[str, tuple, dict]] = {}
         self.restarts = 0
 
-    def __getattr__(self, method: str):
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return partial(self._call, method)
-
-    def _call(self, method: str, *args, **kwargs):
-        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+    def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
         for attempt in range(self._max_retries + 1):
             try:
                 result = ray.get(getattr(self._actor, self._remote_method).remote(method, wire_args, wire_kwargs))
@@ -56,7 +49,7 @@ class RoleProxy:
                 self._replay_state()
         if method in REPLAYED:
             self._replay[REPLAYED[method]] = (method, wire_args, wire_kwargs)
-        return apply_result(result, args, kwargs, generators)
+        return result
 
     def _replay_state(self, wait_seconds: float = 120.0) -> None:
         """Wait for the restarted actor (calls fail as 'unavailable' while it restarts), then replay."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, fields
+from functools import partial
 
 import torch
 
@@ -102,3 +103,20 @@ def apply_result(result: CallResult, args: tuple, kwargs: dict, generators: list
         for name, value in changed.items():
             setattr(batch, name, value)
     return result.value
+
+
+class WireProxy:
+    """A role in another process, called like the role itself: ``proxy.method(*args)`` sends the call
+    (``_transport``, by the subclass: Ray, a pipe) and applies its in-place effects here."""
+
+    def __getattr__(self, method: str):
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return partial(self._call, method)
+
+    def _call(self, method: str, *args, **kwargs):
+        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+        return apply_result(self._transport(method, wire_args, wire_kwargs), args, kwargs, generators)
+
+    def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
+        raise NotImplementedError

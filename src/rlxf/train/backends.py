@@ -8,11 +8,7 @@ use, so DeepSpeed is only imported by a run that asks for it.
 
 from __future__ import annotations
 
-import importlib
-
 from rlxf.registry import Registry
-
-TRAIN_ENGINES: Registry = Registry("train backend")
 
 # name -> module that registers it
 TRAIN_ENGINE_MODULES = {
@@ -20,11 +16,10 @@ TRAIN_ENGINE_MODULES = {
     "fsdp2": "rlxf.train.fsdp_engine",
     "deepspeed": "rlxf.train.deepspeed_engine",
 }
+TRAIN_ENGINES: Registry = Registry("train backend", modules=TRAIN_ENGINE_MODULES)
 
 
 def train_engine_class(name: str):
-    if name not in TRAIN_ENGINES and name in TRAIN_ENGINE_MODULES:
-        importlib.import_module(TRAIN_ENGINE_MODULES[name])
     return TRAIN_ENGINES.get(name)
 
 
