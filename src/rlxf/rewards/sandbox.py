@@ -29,13 +29,14 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from rlxf.rewards.sandbox_init import INIT_SOURCE
 from rlxf.rewards.sandbox_limits import SandboxLimits, SandboxResult
+from rlxf.rewards.sandbox_procs import PROCS, descendants, remove_tree, sweep, terminate
 
 __all__ = [
     "CodeSandbox",
@@ -51,149 +52,6 @@ ISOLATION_MODES = ("auto", "namespaces", "userns", "basic")
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _SCAN_INTERVAL = 0.1  # seconds between process-count checks
 _UNSHARE_FLAGS = ["--fork", "--kill-child", "--pid", "--mount-proc", "--net", "--ipc", "--uts"]
-
-# Runs as the first process inside the sandbox (pid 1 of the new pid namespace when there is one). It sets
-# up the mounts, forks the candidate (privileges dropped, limits set, then exec), reaps every orphan, and
-# reports what it achieved and how the candidate ended on a pipe the candidate never sees.
-_INIT_SOURCE = r"""
-import ctypes, json, os, re, resource, signal, sys, time
-cfg = json.loads(sys.argv[1])
-rep = cfg["report_fd"]
-os.set_inheritable(rep, False)
-def report(**kw):
-    os.write(rep, (json.dumps(kw) + "\n").encode())
-libc = ctypes.CDLL(None, use_errno=True)
-libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
-libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-def prctl(op, a=0, b=0, c=0, d=0):
-    return libc.prctl(op, a, b, c, d)
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_RELATIME = 32, 1024, 2048, 4096, 16384, 1 << 21
-OPT_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-             "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME}
-layers = []
-wd = cfg["workdir"]
-pid1 = os.getpid() == 1
-if pid1:
-    layers += ["pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns"]
-    if libc.mount(os.fsencode(wd), os.fsencode(wd), None, MS_BIND | MS_REC, None) != 0:
-        report(error="bind mount of workdir failed: errno %d" % ctypes.get_errno()); os._exit(1)
-    failed = []
-    wdb = os.fsencode(wd)
-    for line in open("/proc/self/mountinfo", "rb"):
-        f = line.split()
-        mp = f[4]
-        for code in set(re.findall(rb"\\[0-7]{3}", mp)):  # mountinfo escapes space, tab, newline, backslash
-            mp = mp.replace(code, bytes([int(code[1:], 8)]))
-        opts = f[5].decode().split(",")
-        if mp == wdb or "ro" in opts:
-            continue
-        flags = MS_REMOUNT | MS_BIND | MS_RDONLY
-        for o in opts:
-            flags |= OPT_FLAGS.get(o, 0)
-        if libc.mount(b"none", mp, None, flags, None) != 0:
-            failed.append(mp)
-    if failed:
-        report(error="read-only remount failed for %s" % failed); os._exit(1)
-    layers.append("readonly_fs")
-if prctl(36, 1) == 0:  # PR_SET_CHILD_SUBREAPER: orphans of the candidate re-parent to us
-    layers.append("subreaper")
-uid = cfg["uid"]
-layers.append("uid:%d" % uid if uid is not None else "uid:unchanged")
-if cfg["drop_caps"]:
-    layers.append("no_capabilities")
-layers += ["no_new_privs", "rlimits", "scrubbed_env"]
-
-def limit_nproc():
-    n = cfg["max_processes"]
-    if uid is None and not cfg["drop_caps"] and os.getuid() != 0:
-        # basic mode, unprivileged: RLIMIT_NPROC counts every task of our uid, so allow for those
-        me = os.getuid(); count = 0
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    st = open("/proc/%s/status" % p).read()
-                except OSError:
-                    continue
-                u = [l for l in st.splitlines() if l.startswith(("Uid:", "Threads:"))]
-                if len(u) == 2 and int(u[0].split()[1]) == me:
-                    count += int(u[1].split()[1])
-        n += count
-    return n
-
-child = os.fork()
-if child == 0:
-    try:
-        if uid is not None:
-            os.setgroups([])
-            os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)
-        if cfg["drop_caps"]:
-            if prctl(28, 0x3) != 0:  # PR_SET_SECUREBITS: SECBIT_NOROOT | SECBIT_NOROOT_LOCKED
-                raise OSError(ctypes.get_errno(), "PR_SET_SECUREBITS")
-            for cap in range(64):
-                if prctl(24, cap) != 0:  # PR_CAPBSET_DROP
-                    break
-        if prctl(38, 1) != 0:  # PR_SET_NO_NEW_PRIVS
-            raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
-        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with this init (set after the uid change)
-        cpu = max(1, int(cfg["cpu_seconds"] + 0.999))
-        mem = int(cfg["memory_mb"]) * 1024 * 1024
-        fsz = int(cfg["max_file_mb"]) * 1024 * 1024
-        for res, lim in ((resource.RLIMIT_CPU, (cpu, cpu + 1)), (resource.RLIMIT_AS, (mem, mem)),
-                         (resource.RLIMIT_NPROC, (limit_nproc(),) * 2), (resource.RLIMIT_FSIZE, (fsz, fsz)),
-                         (resource.RLIMIT_NOFILE, (cfg["max_open_files"],) * 2), (resource.RLIMIT_CORE, (0, 0))):
-            resource.setrlimit(res, lim)
-        os.chdir(wd)
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        os.execve(cfg["python"], [cfg["python"], "-E", "-s", "-B", cfg["script"]], cfg["env"])
-    except BaseException as e:
-        try:
-            report(error="sandbox setup failed: %r" % (e,))
-        finally:
-            os._exit(125)
-report(layers=layers)
-status = None
-while True:
-    try:
-        pid, st = os.wait()
-    except ChildProcessError:
-        break
-    except InterruptedError:
-        continue
-    if pid == child:
-        status = st
-        break
-if not pid1:  # no namespace to tear down: kill and reap everything left (orphans are our children)
-    end = time.monotonic() + 2.0
-    while time.monotonic() < end:
-        kids = {}
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    s = open("/proc/%s/stat" % p).read()
-                except OSError:
-                    continue
-                kids.setdefault(int(s[s.rfind(")") + 2:].split()[1]), []).append(int(p))
-        todo, seen = [os.getpid()], []
-        while todo:
-            for k in kids.get(todo.pop(), []):
-                seen.append(k); todo.append(k)
-        for k in seen:
-            try:
-                os.kill(k, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-        except ChildProcessError:
-            break
-        time.sleep(0.005)
-report(status=status)
-os._exit(0)
-"""
-
 
 # --------------------------------------------------------------------------------------------------
 # what isolation this machine allows
@@ -308,75 +166,6 @@ def _python_for_other_uid(preferred: str) -> str | None:
 
 
 # --------------------------------------------------------------------------------------------------
-# process bookkeeping through /proc (host pids)
-
-
-class _ProcTable:
-    """A snapshot of pid -> (ppid, starttime, state), shared by the threads of a pool for a short ttl."""
-
-    def __init__(self, ttl: float = 0.05) -> None:
-        self.ttl = ttl
-        self._lock = threading.Lock()
-        self._at = -1.0
-        self._table: dict[int, tuple[int, int, str]] = {}
-
-    @staticmethod
-    def scan() -> dict[int, tuple[int, int, str]]:
-        table = {}
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            rest = raw[raw.rfind(b")") + 2 :].split()
-            table[int(name)] = (int(rest[1]), int(rest[19]), rest[0].decode())
-        return table
-
-    def get(self, fresh: bool = False) -> dict[int, tuple[int, int, str]]:
-        with self._lock:
-            now = time.monotonic()
-            if fresh or now - self._at > self.ttl:
-                self._table = self.scan()
-                self._at = now
-            return self._table
-
-
-_PROCS = _ProcTable()
-
-
-def _descendants(root: int, table: dict[int, tuple[int, int, str]]) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _start, _state) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        for kid in children.get(todo.pop(), []):
-            out.append(kid)
-            todo.append(kid)
-    return out
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def _alive(pid: int, start: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return False
-    rest = raw[raw.rfind(b")") + 2 :].split()
-    return int(rest[19]) == start and rest[0] not in (b"Z", b"X")
-
-
-# --------------------------------------------------------------------------------------------------
 # one run
 
 
@@ -455,7 +244,7 @@ def _run(code: str, stdin: str, limits: SandboxLimits, mode: str, python: str, t
         }
         report_r, report_w = os.pipe()
         cfg["report_fd"] = report_w
-        argv = [sys.executable, "-I", "-S", "-c", _INIT_SOURCE, json.dumps(cfg)]
+        argv = [sys.executable, "-I", "-S", "-c", INIT_SOURCE, json.dumps(cfg)]
         if in_ns:
             ns = _UNSHARE_FLAGS if mode == "namespaces" else ["--user", "--map-root-user", *_UNSHARE_FLAGS]
             argv = [shutil.which("unshare") or "unshare", *ns, *argv]
@@ -477,11 +266,11 @@ def _run(code: str, stdin: str, limits: SandboxLimits, mode: str, python: str, t
         return _supervise(proc, report_r, limits, in_ns, t0)
     finally:
         if proc is not None and proc.poll() is None:
-            _terminate(proc, in_ns, set())
+            terminate(proc, in_ns, set())
         for fd in (report_r, report_w):
             if fd >= 0:
                 os.close(fd)
-        _remove_tree(workdir)
+        remove_tree(workdir)
 
 
 def _supervise(
@@ -536,8 +325,8 @@ def _supervise(
                 break
             if now >= next_scan:
                 next_scan = now + _SCAN_INTERVAL
-                table = _PROCS.get()
-                desc = _descendants(proc.pid, table)
+                table = PROCS.get()
+                desc = descendants(proc.pid, table)
                 seen.update((p, table[p][1]) for p in desc)
                 if len(desc) - infra > limits.max_processes:
                     reason = "process_limit"
@@ -546,13 +335,13 @@ def _supervise(
                 reason = "output_limit"
                 break
         if reason is not None:
-            _terminate(proc, in_ns, seen)
+            terminate(proc, in_ns, seen)
         proc.wait(timeout=10)
     finally:
         sel.close()
         proc.stdout.close()
         proc.stderr.close()
-        _sweep(seen)
+        sweep(seen)
 
     rep: dict = {}
     chunks = []
@@ -596,60 +385,6 @@ def _supervise(
         error=rep.get("error"),
         pids=tuple(sorted(p for p, _ in seen)),
     )
-
-
-def _terminate(proc: subprocess.Popen, in_ns: bool, seen: set[tuple[int, int]]) -> None:
-    """Kill the whole run: the namespace's init (the kernel then kills the namespace), every descendant
-    until none is left (SIGKILLed processes cannot fork any more), then the process group."""
-    table = _PROCS.get(fresh=True)
-    desc = _descendants(proc.pid, table)
-    if in_ns and desc:
-        for pid in desc:
-            if table[pid][0] == proc.pid:  # init: the child of unshare
-                _kill(pid)
-    for _ in range(200):
-        table = _PROCS.get(fresh=True)
-        desc = _descendants(proc.pid, table)
-        seen.update((p, table[p][1]) for p in desc)
-        live = [p for p in desc if table[p][2] not in ("Z", "X")]
-        if not live:
-            break
-        for p in live:
-            _kill(p)
-        time.sleep(0.005)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    _kill(proc.pid)
-
-
-def _remove_tree(path: str) -> None:
-    def make_writable_and_retry(func, failed_path, _exc):
-        try:
-            os.chmod(os.path.dirname(failed_path), 0o700)
-            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-                os.chmod(failed_path, 0o700)
-            func(failed_path)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=make_writable_and_retry)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _sweep(seen: set[tuple[int, int]]) -> None:
-    """Kill any recorded candidate process that is still alive (same pid *and* start time), and wait
-    briefly until they are gone."""
-    end = time.monotonic() + 2.0
-    while True:
-        live = [(p, s) for p, s in seen if _alive(p, s)]
-        if not live or time.monotonic() > end:
-            return
-        for p, _ in live:
-            _kill(p)
-        time.sleep(0.01)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -1,0 +1,130 @@
+"""Process bookkeeping for sandbox runs through /proc (host pids): the process table, a run's
+descendants, and killing all of them (``rewards/sandbox.py``)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+
+
+class ProcTable:
+    """A snapshot of pid -> (ppid, starttime, state), shared by the threads of a pool for a short ttl."""
+
+    def __init__(self, ttl: float = 0.05) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._at = -1.0
+        self._table: dict[int, tuple[int, int, str]] = {}
+
+    @staticmethod
+    def scan() -> dict[int, tuple[int, int, str]]:
+        table = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            rest = raw[raw.rfind(b")") + 2 :].split()
+            table[int(name)] = (int(rest[1]), int(rest[19]), rest[0].decode())
+        return table
+
+    def get(self, fresh: bool = False) -> dict[int, tuple[int, int, str]]:
+        with self._lock:
+            now = time.monotonic()
+            if fresh or now - self._at > self.ttl:
+                self._table = self.scan()
+                self._at = now
+            return self._table
+
+
+PROCS = ProcTable()
+
+
+def descendants(root: int, table: dict[int, tuple[int, int, str]]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _start, _state) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+def kill_pid(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def alive(pid: int, start: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return False
+    rest = raw[raw.rfind(b")") + 2 :].split()
+    return int(rest[19]) == start and rest[0] not in (b"Z", b"X")
+
+
+def terminate(proc: subprocess.Popen, in_ns: bool, seen: set[tuple[int, int]]) -> None:
+    """Kill the whole run: the namespace's init (the kernel then kills the namespace), every descendant
+    until none is left (SIGKILLed processes cannot fork any more), then the process group."""
+    table = PROCS.get(fresh=True)
+    desc = descendants(proc.pid, table)
+    if in_ns and desc:
+        for pid in desc:
+            if table[pid][0] == proc.pid:  # init: the child of unshare
+                kill_pid(pid)
+    for _ in range(200):
+        table = PROCS.get(fresh=True)
+        desc = descendants(proc.pid, table)
+        seen.update((p, table[p][1]) for p in desc)
+        live = [p for p in desc if table[p][2] not in ("Z", "X")]
+        if not live:
+            break
+        for p in live:
+            kill_pid(p)
+        time.sleep(0.005)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    kill_pid(proc.pid)
+
+
+def remove_tree(path: str) -> None:
+    def make_writable_and_retry(func, failed_path, _exc):
+        try:
+            os.chmod(os.path.dirname(failed_path), 0o700)
+            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
+                os.chmod(failed_path, 0o700)
+            func(failed_path)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=make_writable_and_retry)
+    if os.path.exists(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep(seen: set[tuple[int, int]]) -> None:
+    """Kill any recorded candidate process that is still alive (same pid *and* start time), and wait
+    briefly until they are gone."""
+    end = time.monotonic() + 2.0
+    while True:
+        live = [(p, s) for p, s in seen if alive(p, s)]
+        if not live or time.monotonic() > end:
+            return
+        for p, _ in live:
+            kill_pid(p)
+        time.sleep(0.01)
