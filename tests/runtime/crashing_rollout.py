@@ -1,7 +1,8 @@
 """A rollout role whose process dies inside a ``generate`` call once, for the restart test.
 
-``RLXF_TEST_CRASH_MARKER`` names a file holding N: each ``generate`` counts it down, and the call that
-reaches 0 deletes the file and SIGKILLs its own process (no cleanup, like a lost node)."""
+``RLXF_TEST_CRASH_MARKER`` names a file holding N (or ``load_weights:N``): each ``generate`` (or
+``load_weights``) call counts it down, and the call that reaches 0 deletes the file and SIGKILLs its
+own process (no cleanup, like a lost node)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,23 @@ import os
 import signal
 
 from rlxf.loops.setup import make_rollout_role
+
+
+def count_down(method: str) -> None:
+    """The marker holds ``N`` (counts ``generate`` calls) or ``method:N``; the call that brings N to
+    0 deletes the marker and SIGKILLs this process."""
+    marker = os.environ.get("RLXF_TEST_CRASH_MARKER")
+    if not marker or not os.path.exists(marker):
+        return
+    counted, _, left = open(marker).read().rpartition(":")
+    if (counted or "generate") != method:
+        return
+    left = int(left) - 1
+    if left == 0:
+        os.unlink(marker)
+        os.kill(os.getpid(), signal.SIGKILL)
+    with open(marker, "w") as f:
+        f.write(f"{counted}:{left}" if counted else str(left))
 
 
 class CrashOnce:
@@ -19,15 +37,12 @@ class CrashOnce:
         return getattr(self.role, name)
 
     def generate(self, *args, **kwargs):
-        marker = os.environ.get("RLXF_TEST_CRASH_MARKER")
-        if marker and os.path.exists(marker):
-            left = int(open(marker).read()) - 1
-            if left == 0:
-                os.unlink(marker)
-                os.kill(os.getpid(), signal.SIGKILL)
-            with open(marker, "w") as f:
-                f.write(str(left))
+        count_down("generate")
         return self.role.generate(*args, **kwargs)
+
+    def load_weights(self, *args, **kwargs):
+        count_down("load_weights")
+        return self.role.load_weights(*args, **kwargs)
 
 
 def crashing_rollout_role(config, policy, tokenizer):

@@ -32,3 +32,27 @@ def test_async_loop_with_the_producer_in_the_rollout_actor(ray_cluster, tmp_path
     # the data position saved with the last step: 3 batches of 4 prompts drawn, none skipped
     state = json.loads((run_dir / "checkpoints" / "step_000003" / "state.json").read_text())
     assert state["data_position"] == 12
+
+
+def test_async_loop_survives_a_killed_rollout_actor(ray_cluster, tmp_path, tiny_model_dir, crash_marker, monkeypatch):
+    """The rollout actor (and the producer inside it) dies on its 2nd weight load; Ray restarts it,
+    a new producer starts from the last trained step, and every prompt is trained exactly once."""
+    from tests.runtime.conftest import crash_rollout_in_step_2
+
+    crash_rollout_in_step_2(crash_marker, monkeypatch)
+    crash_marker.write_text("load_weights:2")  # 1: the step-1 weights, 2: the step-2 weights
+    run_dir = tmp_path / "async_crash"
+    config = load_config(None, [
+        *small_overrides(run_dir, tiny_model_dir, steps=4), "loop=rl_async", "runtime.kind=ray",
+        "runtime.placement=disaggregated", "async_rl.max_staleness=1", "async_rl.chunk_steps=2",
+    ])
+    get_loop("rl_async")(config, write=lambda _: None)
+    assert not crash_marker.exists()  # the actor did die
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r for r in rows if r["step"] > 0]
+    assert [r["step"] for r in steps] == [1, 2, 3, 4]
+    assert [r["samples"] for r in steps] == [16, 32, 48, 64]
+    assert steps[-1]["async/producer_restarts"] == 1
+    assert all(r["async/dropped_stale"] == 0 and r["async/staleness_max"] <= 1 for r in steps)
+    state = json.loads((run_dir / "checkpoints" / "step_000004" / "state.json").read_text())
+    assert state["data_position"] == 16  # 4 batches of 4 prompts: none skipped, none drawn twice

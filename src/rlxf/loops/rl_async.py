@@ -29,7 +29,8 @@ the GIL with the trainer (little overlap for small models on a CPU); with ``runt
 runs inside the rollout actor (``runtime.attach``), so generation and training overlap in separate
 processes. Weights go trainer -> driver -> rollout actor. Held-out evaluation borrows the producer's
 engine between chunks. Not supported here: DAPO dynamic sampling, ReMax's greedy baseline,
-multi-turn environments; a rollout actor that dies ends the run (resume from the last checkpoint).
+multi-turn environments. A rollout actor that dies on Ray is restarted and a new producer starts
+beside it from the last trained step (loops/async_restart.py); elsewhere the error ends the run.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from collections.abc import Callable
 from rlxf.config import Config
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
+from rlxf.loops.async_restart import RestartingProducer
 from rlxf.loops.greedy_baseline import needs_greedy_baseline
 from rlxf.loops.rl import StageTimer, _progress, train_on_batch
 from rlxf.loops.rl_session import start_session
@@ -69,12 +71,22 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
     params, sample_gen, shuffle_gen = session.params, session.sample_gen, session.shuffle_gen
 
-    producer = session.runtime.attach(
-        rollout, start_producer,
-        BatchScorer(session.runtime.portable(basics.reward, config.reward), algo, params.max_new_tokens), basics.task.train,
-        config.seed, state.data_position, generator_state_to_json(sample_gen), state.step + 1,
-        tcfg.prompts_per_step, params, acfg, config.runtime.weight_sync.checksum,
-    )
+    scorer = BatchScorer(session.runtime.portable(basics.reward, config.reward), algo, params.max_new_tokens)
+    bucket_bytes = int(config.runtime.weight_sync.bucket_mb * 2**20)
+
+    def start():  # a producer from the last trained step (a fresh run: step 0)
+        return session.runtime.attach(
+            rollout, start_producer, scorer, basics.task.train, config.seed, state.data_position,
+            state.sample_rng or generator_state_to_json(sample_gen), state.step + 1, tcfg.prompts_per_step,
+            params, acfg, config.runtime.weight_sync.checksum,
+        )
+
+    trained = {"version": state.step}  # the version of the actor's weights right now
+
+    def post_latest(fresh) -> None:
+        fresh.post_weights(exported_weights(actor, trained["version"], bucket_bytes))
+
+    producer = RestartingProducer(session.runtime, rollout, start, post_latest, config.runtime.max_restarts)
     progress = _progress(config, state.step)
     samples = state.step * tcfg.prompts_per_step * params.n
     try:
@@ -94,14 +106,16 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "async/interruptions": float(item.interruptions),
                 "async/queue_max": float(item.queued_max),
                 "async/inflight_max": float(item.inflight_max),
+                "async/producer_restarts": float(producer.restarts),
                 "async/oldest_version": float(sample_versions(batch).min()),
                 "time/generation": item.generation_seconds,
             })
             batch = batch.to(basics.device)
             train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control, shuffle_gen,
                            session.on_policy_reuse, timer, metrics)
+            trained["version"] = step
             with timer("weight_sync"):
-                producer.post_weights(exported_weights(actor, step, int(config.runtime.weight_sync.bucket_mb * 2**20)))
+                producer.post_weights(exported_weights(actor, step, bucket_bytes))
             samples += len(batch)
             lengths = batch.response_lengths.float()
             metrics.update({

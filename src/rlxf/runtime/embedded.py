@@ -17,6 +17,10 @@ class EmbeddedRuntime:
         """``factory(role, *args)``: something that lives beside ``role`` (e.g. the async producer)."""
         return factory(role, *args, **kwargs)
 
+    def revive(self, role, error: BaseException) -> bool:
+        """Whether ``role`` came back after ``error`` (in this process nothing restarts)."""
+        return False
+
     def portable(self, role, config):
         """What stands for ``role`` in another place of this run (here: the role itself)."""
         return role

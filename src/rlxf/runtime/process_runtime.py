@@ -142,6 +142,10 @@ class ProcessRuntime:
             return role.attach(factory, *args, **kwargs)
         return factory(role, *args, **kwargs)
 
+    def revive(self, role, error: BaseException) -> bool:
+        """Whether ``role`` came back after ``error`` (child processes are not restarted)."""
+        return False
+
     def portable(self, role, config):
         """What stands for ``role`` in a child process: its config (pipes and pools do not pickle),
         from which the child builds its own."""

@@ -51,6 +51,15 @@ class RoleProxy(WireProxy):
             self._replay[REPLAYED[method]] = (method, wire_args, wire_kwargs)
         return result
 
+    def wait_restarted(self) -> bool:
+        """After the actor died outside a call of this proxy: wait for Ray's restart and replay the
+        state; False for a role that is not restarted."""
+        if not self._restartable:
+            return False
+        self.restarts += 1
+        self._replay_state()
+        return True
+
     def _replay_state(self, wait_seconds: float = 120.0) -> None:
         """Wait for the restarted actor (calls fail as 'unavailable' while it restarts), then replay."""
         deadline = time.monotonic() + wait_seconds

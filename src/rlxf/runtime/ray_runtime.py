@@ -14,6 +14,7 @@ import os
 import sys
 
 import ray
+from ray.exceptions import ActorUnavailableError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -107,6 +108,10 @@ class RayRuntime:
     def attach(self, proxy: RoleProxy, factory, *args, **kwargs) -> RoleProxy:
         """``factory(role, *args)`` built inside the actor of the role behind ``proxy``."""
         return proxy.attach(factory, *args, **kwargs)
+
+    def revive(self, proxy: RoleProxy, error: BaseException) -> bool:
+        """True when ``error`` is ``proxy``'s actor dying and Ray restarted it (state replayed)."""
+        return isinstance(error, (RayActorError, ActorUnavailableError)) and proxy.wait_restarted()
 
     def portable(self, role, config):
         """What stands for ``role`` inside another actor: its proxy (actor handles pickle)."""
