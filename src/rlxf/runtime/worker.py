@@ -25,6 +25,13 @@ class RoleWorker:
         """A call whose value stays in the object store for another actor (``RoleProxy.defer``)."""
         return run_call(getattr(self.role, method), args, kwargs).value
 
+    def call_stored(self, method: str, args: tuple, kwargs: dict) -> list:
+        """The call's value put in the object store by this actor; returns ``[its reference]`` (small,
+        so a caller can wait for the call and see its errors without fetching the value)."""
+        import ray
+
+        return [ray.put(run_call(getattr(self.role, method), args, kwargs).value)]
+
     def attach(self, factory, args: tuple, kwargs: dict) -> None:
         """Build ``factory(role, *args)`` in this process, beside the role (``RayRuntime.attach``)."""
         self.attached = factory(self.role, *args, **kwargs)
