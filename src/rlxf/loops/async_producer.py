@@ -206,7 +206,6 @@ class RolloutProducer(threading.Thread):
         for admitted in self._inflight.values():
             if not gen.batch_finished(admitted.batch_id):
                 admitted.interruptions += 1
-        gen.interruptions += 1
         return True
 
     def _queue_finished(self) -> None:
@@ -222,13 +221,13 @@ class RolloutProducer(threading.Thread):
             del self._inflight[index]
             batch = self.rollout.to_batch(admitted.rows, admitted.prompts, result)
             scores = self.score(batch)
+            self.max_queued = max(self.max_queued, self.queue.qsize() + 1)  # counting this batch
             self.queue.put(ProducedBatch(
                 index=index, batch=batch, scores=scores, data_position=admitted.data_position,
                 sample_rng=generator_state_to_json(self.generator), interruptions=admitted.interruptions,
                 generation_seconds=time.perf_counter() - admitted.started,
-                queued_max=max(self.max_queued, self.queue.qsize() + 1), inflight_max=self.max_inflight,
+                queued_max=self.max_queued, inflight_max=self.max_inflight,
             ))
-            self.max_queued = max(self.max_queued, self.queue.qsize())
 
 
 def start_producer(

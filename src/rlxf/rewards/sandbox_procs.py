@@ -11,6 +11,17 @@ import threading
 import time
 
 
+def read_stat(pid: int) -> tuple[int, int, str] | None:
+    """(ppid, start time, state) from /proc/<pid>/stat; None when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2 :].split()  # after the command name, which may hold spaces or ")"
+    return int(rest[1]), int(rest[19]), rest[0].decode()
+
+
 class ProcTable:
     """A snapshot of pid -> (ppid, starttime, state), shared by the threads of a pool for a short ttl."""
 
@@ -24,15 +35,8 @@ class ProcTable:
     def scan() -> dict[int, tuple[int, int, str]]:
         table = {}
         for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            rest = raw[raw.rfind(b")") + 2 :].split()
-            table[int(name)] = (int(rest[1]), int(rest[19]), rest[0].decode())
+            if name.isdigit() and (stat := read_stat(int(name))) is not None:
+                table[int(name)] = stat
         return table
 
     def get(self, fresh: bool = False) -> dict[int, tuple[int, int, str]]:
@@ -67,13 +71,8 @@ def kill_pid(pid: int) -> None:
 
 
 def alive(pid: int, start: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return False
-    rest = raw[raw.rfind(b")") + 2 :].split()
-    return int(rest[19]) == start and rest[0] not in (b"Z", b"X")
+    stat = read_stat(pid)
+    return stat is not None and stat[1] == start and stat[2] not in ("Z", "X")
 
 
 def terminate(proc: subprocess.Popen, in_ns: bool, seen: set[tuple[int, int]]) -> None:

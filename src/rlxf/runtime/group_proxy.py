@@ -25,7 +25,7 @@ import ray
 from rlxf.batch import TrajectoryBatch
 from rlxf.runtime.dp_split import merge_step_metrics, shard_rows
 from rlxf.runtime.rank_worker import RankWorker
-from rlxf.runtime.wire import CallResult, RemoteValue, apply_result, to_wire
+from rlxf.runtime.wire import CallResult, RemoteValue, apply_result, deferred_wire, to_wire
 
 
 def first(values: list):
@@ -99,9 +99,7 @@ class RoleGroupProxy:
     def defer(self, method: str, *args, **kwargs) -> RemoteValue:
         """``RoleProxy.defer`` for a collective call (``export_weights``): every rank takes part, and
         rank 0's value stays in the object store for another actor to fetch (not via the driver)."""
-        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
-        if generators:
-            raise ValueError(f"{self._name}.{method}: a deferred call cannot take a torch.Generator")
+        wire_args, wire_kwargs = deferred_wire(f"{self._name}.{method}", args, kwargs)
         stored = self._gather([w.call_stored.remote(method, wire_args, wire_kwargs) for w in self._workers])
         return RemoteValue(stored[0][0])  # rank 0's gathered weights, put in the store by rank 0
 

@@ -15,7 +15,7 @@ import time
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from rlxf.runtime.wire import CallResult, RemoteValue, WireProxy, to_wire
+from rlxf.runtime.wire import CallResult, RemoteValue, WireProxy, deferred_wire
 
 logger = logging.getLogger(__name__)
 
@@ -75,12 +75,10 @@ class RoleProxy(WireProxy):
             ray.get(self._actor.call.remote(method, args, kwargs))
 
     def defer(self, method: str, *args, **kwargs) -> RemoteValue:
-        """Start ``method`` and leave its value in the object store: pass the result to another
-        proxy's call and that actor fetches it directly. For calls without in-place effects."""
-        wire_args, wire_kwargs, generators = to_wire(args, kwargs)
-        if generators:
-            raise ValueError(f"{self._name}.{method}: a deferred call cannot take a torch.Generator")
-        return RemoteValue(self._actor.call_value.remote(method, wire_args, wire_kwargs))
+        """Run ``method`` and leave its value in the object store: pass the result to another proxy's
+        call and that actor fetches it directly. For calls without in-place effects."""
+        wire_args, wire_kwargs = deferred_wire(f"{self._name}.{method}", args, kwargs)
+        return RemoteValue(ray.get(self._actor.call_stored.remote(method, wire_args, wire_kwargs))[0])
 
     def attach(self, factory, *args, **kwargs) -> RoleProxy:
         """Build ``factory(role, *args)`` inside the role's actor; calls on the returned proxy go to it.

@@ -32,6 +32,14 @@ class GeneratorState:
         return generator
 
 
+def deferred_wire(where: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``to_wire`` for a deferred call (``defer``), whose in-place effects could never come back."""
+    wire_args, wire_kwargs, generators = to_wire(args, kwargs)
+    if generators:
+        raise ValueError(f"{where}: a deferred call cannot take a torch.Generator")
+    return wire_args, wire_kwargs
+
+
 def to_wire(args: tuple, kwargs: dict) -> tuple[tuple, dict, list[torch.Generator]]:
     """Generators -> their states; returns the generators in order so their new states can be applied."""
     generators: list[torch.Generator] = []

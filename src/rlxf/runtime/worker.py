@@ -21,10 +21,6 @@ class RoleWorker:
     def call(self, method: str, args: tuple, kwargs: dict) -> CallResult:
         return run_call(getattr(self.role, method), args, kwargs)
 
-    def call_value(self, method: str, args: tuple, kwargs: dict):
-        """A call whose value stays in the object store for another actor (``RoleProxy.defer``)."""
-        return run_call(getattr(self.role, method), args, kwargs).value
-
     def call_stored(self, method: str, args: tuple, kwargs: dict) -> list:
         """The call's value put in the object store by this actor; returns ``[its reference]`` (small,
         so a caller can wait for the call and see its errors without fetching the value)."""
