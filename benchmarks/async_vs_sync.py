@@ -42,7 +42,8 @@ from rlxf.loops import get_loop  # noqa: E402
 
 
 def task(args) -> list[str]:
-    shape = f"long_min: {args.long_min}, long_max: {args.long_max}, long_fraction: {args.long_fraction}"
+    shape = (f"long_min: {args.long_min}, long_max: {args.long_max}, long_fraction: {args.long_fraction}, "
+             f"ramble: {args.ramble}, ramble_repeats: {args.ramble_repeats}")
     return ["data.task=repeat", f"data.task_args={{sloppy_teacher: 0.5, {shape}}}", "data.eval_size=32",
             "reward.function=arithmetic"]
 
@@ -103,6 +104,8 @@ def main() -> None:
     parser.add_argument("--long-min", type=int, default=12)  # repeats of a long answer (2 tokens each)
     parser.add_argument("--long-max", type=int, default=24)
     parser.add_argument("--long-fraction", type=float, default=0.125)
+    parser.add_argument("--ramble", type=float, default=0.0)  # teacher demonstrations that run on (per sample)
+    parser.add_argument("--ramble-repeats", type=int, default=64)
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--queue-size", type=int, default=1)
     parser.add_argument("--chunk-steps", type=int, default=8)

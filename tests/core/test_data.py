@@ -82,3 +82,24 @@ def test_repeat_task_has_a_long_tail_and_a_disjoint_held_out_split():
     assert 0.4 < len(wrong) / len(long) < 0.6
     with pytest.raises(ValueError, match="repeat task"):
         repeat_task(seed=0, eval_size=32, short_max=5, long_min=4)
+
+
+def test_repeat_task_ramble_makes_a_few_demonstrations_check_at_length_whatever_the_prompt():
+    from rlxf.data.repeat import repeat_task
+    from rlxf.rewards.arithmetic import AnswerReward
+
+    plain = repeat_task(seed=0, eval_size=32, train_size=4000, long_fraction=0.0)
+    rambling = repeat_task(seed=0, eval_size=32, train_size=4000, long_fraction=0.0, ramble=0.05, ramble_repeats=40)
+    assert all(len(r["answer"]) <= 6 for r in rambling.train)  # no long prompts: the tail is the teacher's
+    ran_on = [r for r in rambling.train if r["sft_target"] != r["answer"]]
+    pattern = ran_on[0]["answer"][:2]
+    assert ran_on[0]["sft_target"] == ran_on[0]["answer"] + " check:" + ",".join([pattern] * 40)  # 126+ chars
+    assert all(len(r["sft_target"]) == len(r["answer"]) + len(" check:") + 3 * 40 - 1 for r in ran_on)
+    assert 0.04 < len(ran_on) / len(rambling.train) < 0.06
+    assert rambling.eval == plain.eval  # held-out rows are unchanged and answered exactly
+    # the answer comes first: correct (1.0), only the format bonus (0.1) is withheld
+    scores = AnswerReward().score([ran_on[0]["prompt"]] * 2, [ran_on[0]["sft_target"], ran_on[0]["answer"]],
+                                  [{"answer": ran_on[0]["answer"]}] * 2).scores
+    assert scores == [1.0, 1.1]
+    with pytest.raises(ValueError, match="ramble"):
+        repeat_task(seed=0, eval_size=32, ramble=1.5)

@@ -163,6 +163,61 @@ def test_keep_drops_and_reorders_rows(kind, dec_kind):
         dec.step(forced[[0], 0])
 
 
+@pytest.mark.parametrize("kind", ["llama_untied_gqa", "qwen2_bias_gqa"])
+def test_finished_rows_stay_cached_until_half_the_rows_are_gone(kind):
+    """LlamaDecoder.keep: an in-order subset of more than half the cached rows only marks rows finished
+    (the cache keeps 4 rows); the next keep that leaves half or fewer, or reorders, copies the live rows
+    out. The logits are the full forward's at every step either way."""
+    model = _tiny(kind)
+    ids, mask, forced = _batch(seed=7)
+    ref = _reference(model, ids, mask, forced)
+    dec = LlamaDecoder.from_hf(model)
+    torch.testing.assert_close(dec.prefill(ids, mask, max_new_tokens=N_STEPS), ref[:, 0], atol=ATOL, rtol=1e-4)
+    active = torch.arange(len(PROMPT_LENS))
+    plan = {1: (torch.tensor([0, 2, 3]), [0, 2, 3], 4),  # 3 of 4 live, in order: lazy
+            3: (torch.tensor([0, 2]), None, 2),  # rows 0 and 3 of the 4 cached: half -> copied out
+            4: (torch.tensor([1, 0]), None, 2)}  # a reorder is always copied
+    for t in range(N_STEPS):
+        if t in plan:
+            rows, live, cached = plan[t]
+            dec.keep(rows)
+            active = active[rows]
+            assert (None if dec.live is None else dec.live.tolist()) == live and dec.kv.shape[2] == cached
+        torch.testing.assert_close(dec.step(forced[active, t]), ref[active, t + 1], atol=ATOL, rtol=1e-4, msg=f"t={t}")
+    assert active.tolist() == [3, 0]
+
+
+@pytest.mark.parametrize("kind", ["llama_untied_gqa", "qwen2_bias_gqa", "llama3_rope"])
+def test_extend_adds_rows_to_a_running_batch_without_touching_the_cached_ones(kind):
+    """Continuous batching: after 3 steps (and a lazy keep), two new prompts join as 3 rows (the first
+    prompt twice, sharing its prefill); every row's logits stay those of its own full forward."""
+    model = _tiny(kind)
+    ids, mask, forced = _batch(seed=11)
+    ref = _reference(model, ids, mask, forced)
+    new_ids, new_mask, new_forced = (t[[1, 3]] for t in _batch(seed=12))
+    new_ids, new_mask = new_ids[:, -3:], new_mask[:, -3:]  # prompts of 3 and 1 tokens, left-padded to 3
+    new_ref = _reference(model, new_ids, new_mask, new_forced)
+    dec = LlamaDecoder.from_hf(model)
+    dec.prefill(ids, mask, max_new_tokens=N_STEPS)
+    old = torch.arange(4)
+    for t in range(3):
+        if t == 1:
+            dec.keep(torch.tensor([0, 2, 3]))  # lazy: row 1 stays cached, finished
+            old = old[[0, 2, 3]]
+        dec.step(forced[old, t])
+    expand = torch.tensor([0, 0, 1])
+    logits = dec.extend(new_ids, new_mask, max_new_tokens=N_STEPS, expand=expand)
+    torch.testing.assert_close(logits, new_ref[expand, 0], atol=ATOL, rtol=1e-4)
+    assert dec.kv.shape[2] == 6 and dec.live is None  # 3 live old rows + 3 new; the finished row dropped
+    for t in range(3):
+        out = dec.step(torch.cat([forced[old, 3 + t], new_forced[expand, t]]))
+        torch.testing.assert_close(out[:3], ref[old, 4 + t], atol=ATOL, rtol=1e-4, msg=f"old rows, t={t}")
+        torch.testing.assert_close(out[3:], new_ref[expand, 1 + t], atol=ATOL, rtol=1e-4, msg=f"new rows, t={t}")
+    # prompts wider than the cache's filled part cannot be right-aligned: the caller re-prefills
+    dec.prefill(ids[:, -2:], mask[:, -2:], max_new_tokens=1)
+    assert dec.extend(ids, mask, max_new_tokens=1) is None
+
+
 @pytest.mark.parametrize("kind", ["llama_tied", "qwen2_bias_gqa"])
 @pytest.mark.parametrize("dec_kind", ["hf", "llama"])
 def test_load_state_dict_updates_weights(kind, dec_kind):

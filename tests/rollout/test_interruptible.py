@@ -21,9 +21,9 @@ def prompts(tokenizer) -> list[list[int]]:
     return [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("12+7=", "3+405=", "88+1=")]
 
 
-def session(model, tokenizer, version=0, params=PARAMS):
+def session(model, tokenizer, version=0, params=PARAMS, decoder="auto"):
     return InterruptibleGeneration(
-        make_decoder(model), prompts(tokenizer), params, version, tokenizer.eos_token_id,
+        make_decoder(model, prefer=decoder), prompts(tokenizer), params, version, tokenizer.eos_token_id,
         tokenizer.pad_token_id, "cpu",
     )
 
@@ -98,18 +98,19 @@ def test_resume_needs_a_pause_and_run_needs_a_resume(tiny_model, tokenizer):
         gen.result()
 
 
-def test_a_batch_admitted_mid_generation_samples_with_correct_log_probs(tiny_model, tokenizer):
-    """Continuous batching: batch 1 joins while batch 0 decodes (the running rows are re-prefilled);
-    both come back whole, in prompt-major order, and every recorded log-prob equals a full forward
-    pass over prompt + response."""
+@pytest.mark.parametrize(("decoder", "refills"), [("llama", 0), ("hf", 1)])
+def test_a_batch_admitted_mid_generation_samples_with_correct_log_probs(tiny_model, tokenizer, decoder, refills):
+    """Continuous batching: batch 1 joins while batch 0 decodes (LlamaDecoder.extend adds its rows; a
+    decoder without extend re-prefills the running rows); both come back whole, in prompt-major order,
+    and every recorded log-prob equals a full forward pass over prompt + response."""
     params = SamplingParams(n=2, temperature=1.0, max_new_tokens=10)
-    gen = session(tiny_model, tokenizer, params=params)
+    gen = session(tiny_model, tokenizer, params=params, decoder=decoder)
     rng = torch.Generator().manual_seed(0)
     gen.run(3, rng)
     running = gen.active_rows
     assert 0 < running <= 6
     second = gen.admit(prompts(tokenizer)[:2])
-    assert second == 1 and gen.refills == 1 and gen.active_rows == running + 4
+    assert second == 1 and gen.refills == refills and gen.active_rows == running + 4
     with pytest.raises(RuntimeError):
         gen.take(1)
     gen.run(None, rng)

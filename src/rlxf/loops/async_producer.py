@@ -164,8 +164,8 @@ class RolloutProducer(threading.Thread):
             while self._admissible(self.next_index):
                 admitted.append(self.next_index)
                 self.next_index += 1
-            if (rebuild or admitted) and not gen.paused:
-                gen.suspend()
+            if rebuild and not gen.paused:
+                gen.suspend()  # resume() re-prefills every unfinished row, the admitted ones with them
             for index in admitted:
                 rows = self.stream.take(self.prompts_per_step)
                 prompts = self.rollout.encode(rows)

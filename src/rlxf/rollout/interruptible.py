@@ -14,9 +14,11 @@ decode steps at a time, and it may hold rows of several *batches*:
   weights that produced it, so one response may mix versions (``token_versions``, which becomes
   ``TrajectoryBatch.policy_version``).
 
-Admitting a batch into a running generation re-prefills the unfinished rows too (the decoder's
-cache has one write slot for all rows); that costs one batched forward over the survivors' tokens,
-a few decode steps' worth, and happens once per admitted batch.
+Admitting a batch into a running generation prefills only the new prompts and adds their rows to the
+decoder's batch (``LlamaDecoder.extend``: their K/V right-aligned before the shared write slot). A
+decoder without ``extend`` (or prompts wider than the running rows' cache) re-prefills every
+unfinished row instead, counted in ``refills``: a forward over the survivors' tokens, which grows with
+a long tail.
 
 Paused and resumed with unchanged weights and the same generator, one batch samples the tokens of an
 uninterrupted generation: the active rows are the same, in the same order, so every sampling call
@@ -120,10 +122,23 @@ class InterruptibleGeneration:
         self.lengths, self.stopped, self.done = grow(self.lengths, 0), grow(self.stopped, False), grow(self.done, False)
         assert self.ids.shape[1] == budget
         if self.active is not None:
-            if len(self.active):
-                self.refills += 1
-            self._prefill_unfinished()
+            self._join(prompts, len(self.row_batch) - total)
         return batch
+
+    def _join(self, prompts: list[list[int]], first_row: int) -> None:
+        """Start the rows from ``first_row`` on (the batch just admitted) beside the running ones."""
+        extend = getattr(self.decoder, "extend", None)
+        logits = None
+        if len(self.active) and extend is not None:
+            ids, mask = left_pad(prompts, self.pad_id, self.device)
+            expand = torch.arange(len(prompts), device=self.device).repeat_interleave(self.params.n)
+            logits = extend(ids, mask, self.params.max_new_tokens, expand)
+        if logits is None:
+            self.refills += bool(len(self.active))
+            self._prefill_unfinished()
+            return
+        self.active = torch.cat([self.active, torch.arange(first_row, len(self.row_batch), device=self.device)])
+        self.logits = torch.cat([self.logits, logits])
 
     def take(self, batch: int) -> VersionedGeneration:
         """The finished ``batch`` (rows in prompt-major order); its rows leave the generation."""

@@ -10,23 +10,35 @@ the role's constructor arguments are pickled by value, so the child holds its ow
 weights and sees new ones only through ``load_weights``.
 
 What it is for: generation in its own process overlaps training in this one (``loop: rl_async`` on
-one machine) without the per-call cost of Ray. A child that dies ends the run with an error naming
-the role (no restarts: use Ray for that).
+one machine) without the per-call cost of Ray.
+
+A child that dies (killed, out of memory) is restarted like a Ray actor: roles whose only state is
+their weights (rollout, reward, reference) get a fresh child built from the same constructor
+arguments, the last weight load is replayed into it, and the failed call is re-issued with the same
+arguments and generator states, so nothing is lost or duplicated; at most ``runtime.max_restarts``
+times per role. Other roles, or one past its budget, end the run with an error naming the role.
 """
 
 from __future__ import annotations
 
+import logging
 import pickle
 import traceback
 
 import torch.multiprocessing as mp
 
 from rlxf.runtime import RUNTIMES
-from rlxf.runtime.wire import CallResult, WireProxy
+from rlxf.runtime.wire import RESTARTABLE, CallResult, ReplayLog, WireProxy
+
+logger = logging.getLogger(__name__)
 
 
 class RoleProcessError(RuntimeError):
     """A role's child process failed or died."""
+
+
+class RoleProcessDied(RoleProcessError):
+    """A role's child process is gone (killed, crashed): the role may be restarted."""
 
 
 def _serve(conn, spec: bytes, threads: int) -> None:
@@ -57,16 +69,23 @@ class ProcessActor:
     """A RoleWorker in a spawned child process, called over a pipe one request at a time."""
 
     def __init__(self, name: str, factory, args: tuple, kwargs: dict, threads: int) -> None:
-        self.name = name
+        self.name, self._threads = name, threads
+        self._spec = pickle.dumps((factory, args, kwargs))  # kept: a restart builds the role again
+        self._spawn()
+
+    def _spawn(self) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(
-            target=_serve, args=(child, pickle.dumps((factory, args, kwargs)), threads), name=f"rlxf-{name}",
-            daemon=True,
-        )
+        self.process = ctx.Process(target=_serve, args=(child, self._spec, self._threads), name=f"rlxf-{self.name}",
+                                   daemon=True)
         self.process.start()
         child.close()
         self._answer("start-up")
+
+    def restart(self) -> None:
+        """A fresh child with the role built from its constructor arguments (the old one is ended)."""
+        self.close()
+        self._spawn()
 
     def request(self, method: str, *args):
         self._conn.send((method, args))
@@ -81,7 +100,7 @@ class ProcessActor:
                     raise EOFError
             status, value = self._conn.recv()
         except (EOFError, ConnectionError):
-            raise RoleProcessError(
+            raise RoleProcessDied(
                 f"role {self.name}: its process (pid {self.process.pid}) died during {what} "
                 f"(exit code {self.process.exitcode})"
             ) from None
@@ -105,15 +124,38 @@ class ProcessActor:
 class ProcessRoleProxy(WireProxy):
     """Calls the role (or what is attached beside it) in its process, like the role itself."""
 
-    def __init__(self, actor: ProcessActor, remote_method: str = "call") -> None:
+    def __init__(self, actor: ProcessActor, remote_method: str = "call", max_restarts: int = 0) -> None:
         self._actor = actor
         self._remote_method = remote_method  # the RoleWorker method that runs a call
+        self._max_restarts = max_restarts  # 0: not restarted
+        self._replay = ReplayLog()
+        self.restarts = 0
 
     def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
-        return self._actor.request(self._remote_method, method, wire_args, wire_kwargs)
+        while True:
+            try:
+                result = self._actor.request(self._remote_method, method, wire_args, wire_kwargs)
+                break
+            except RoleProcessDied as err:
+                if not self.revive(err):
+                    raise
+                logger.warning("role %s died during %s; re-issued in a restarted process", self._actor.name, method)
+        self._replay.record(method, wire_args, wire_kwargs)
+        return result
+
+    def revive(self, error: BaseException) -> bool:
+        """After ``error``: restart the dead child and replay its last weight load; False when the
+        error is not a death or the role is not (or no longer) restarted."""
+        if not isinstance(error, RoleProcessDied) or self.restarts >= self._max_restarts:
+            return False
+        self.restarts += 1
+        self._actor.restart()
+        self._replay.replay(lambda method, args, kwargs: self._actor.request("call", method, args, kwargs))
+        return True
 
     def attach(self, factory, *args, **kwargs) -> ProcessRoleProxy:
-        """Build ``factory(role, *args)`` in the role's process; calls on the returned proxy go to it."""
+        """Build ``factory(role, *args)`` in the role's process; calls on the returned proxy go to it.
+        Not restarted with the role: what is attached may hold state (the async producer's queue)."""
         self._actor.request("attach", factory, args, kwargs)
         return ProcessRoleProxy(self._actor, remote_method="call_attached")
 
@@ -135,7 +177,7 @@ class ProcessRuntime:
             return factory(*args, **kwargs)
         actor = ProcessActor(role, factory, args, kwargs, self.config.threads or 1)
         self.actors.append(actor)
-        return ProcessRoleProxy(actor)
+        return ProcessRoleProxy(actor, max_restarts=self.config.runtime.max_restarts if role in RESTARTABLE else 0)
 
     def attach(self, role, factory, *args, **kwargs):
         if isinstance(role, ProcessRoleProxy):
@@ -143,8 +185,8 @@ class ProcessRuntime:
         return factory(role, *args, **kwargs)
 
     def revive(self, role, error: BaseException) -> bool:
-        """Whether ``role`` came back after ``error`` (child processes are not restarted)."""
-        return False
+        """Whether ``role`` came back after ``error``: its dead child restarted (``ProcessRoleProxy.revive``)."""
+        return isinstance(role, ProcessRoleProxy) and role.revive(error)
 
     def portable(self, role, config):
         """What stands for ``role`` in a child process: its config (pipes and pools do not pickle),

@@ -15,12 +15,9 @@ import time
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
-from rlxf.runtime.wire import CallResult, RemoteValue, WireProxy, deferred_wire
+from rlxf.runtime.wire import CallResult, RemoteValue, ReplayLog, WireProxy, deferred_wire
 
 logger = logging.getLogger(__name__)
-
-# Calls that set a role's state; the last one is replayed into a restarted actor (by slot).
-REPLAYED = {"update_weights": "weights", "load_weights": "weights"}
 
 
 class RoleProxy(WireProxy):
@@ -33,7 +30,7 @@ class RoleProxy(WireProxy):
         self._actor = actor
         self._restartable = restartable
         self._max_retries = max_retries
-        self._replay: dict[str, tuple[str, tuple, dict]] = {}
+        self._replay = ReplayLog()
         self.restarts = 0
 
     def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
@@ -47,8 +44,7 @@ class RoleProxy(WireProxy):
                 self.restarts += 1
                 logger.warning("role %s died during %s (%s); re-issuing after restart", self._name, method, err)
                 self._replay_state()
-        if method in REPLAYED:
-            self._replay[REPLAYED[method]] = (method, wire_args, wire_kwargs)
+        self._replay.record(method, wire_args, wire_kwargs)
         return result
 
     def wait_restarted(self) -> bool:
@@ -71,8 +67,7 @@ class RoleProxy(WireProxy):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        for method, args, kwargs in self._replay.values():
-            ray.get(self._actor.call.remote(method, args, kwargs))
+        self._replay.replay(lambda method, args, kwargs: ray.get(self._actor.call.remote(method, args, kwargs)))
 
     def defer(self, method: str, *args, **kwargs) -> RemoteValue:
         """Run ``method`` and leave its value in the object store: pass the result to another proxy's

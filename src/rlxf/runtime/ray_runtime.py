@@ -22,9 +22,9 @@ from rlxf.runtime import RUNTIMES
 from rlxf.runtime.config import ROLE_NAMES
 from rlxf.runtime.group_proxy import RoleGroupProxy
 from rlxf.runtime.proxy import RoleProxy
+from rlxf.runtime.wire import RESTARTABLE
 from rlxf.runtime.worker import RoleWorker
 
-RESTARTABLE = {"rollout", "reward", "reference"}
 DATA_PARALLEL = {"actor", "critic"}  # trainer roles: train.world_size ranks each
 
 

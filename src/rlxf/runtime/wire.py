@@ -113,6 +113,28 @@ def apply_result(result: CallResult, args: tuple, kwargs: dict, generators: list
     return result.value
 
 
+# Roles whose only state is their weights: a runtime restarts them when their process dies.
+RESTARTABLE = frozenset({"rollout", "reward", "reference"})
+# Calls that set a role's state; the last one is replayed into a restarted role (by slot).
+REPLAYED = {"update_weights": "weights", "load_weights": "weights"}
+
+
+class ReplayLog:
+    """The last state-setting call of each slot (``REPLAYED``), to replay into a restarted role."""
+
+    def __init__(self) -> None:
+        self.calls: dict[str, tuple[str, tuple, dict]] = {}
+
+    def record(self, method: str, wire_args: tuple, wire_kwargs: dict) -> None:
+        if method in REPLAYED:
+            self.calls[REPLAYED[method]] = (method, wire_args, wire_kwargs)
+
+    def replay(self, send) -> None:
+        """``send(method, wire_args, wire_kwargs)`` for every recorded call."""
+        for method, args, kwargs in self.calls.values():
+            send(method, args, kwargs)
+
+
 class WireProxy:
     """A role in another process, called like the role itself: ``proxy.method(*args)`` sends the call
     (``_transport``, by the subclass: Ray, a pipe) and applies its in-place effects here."""

@@ -16,6 +16,10 @@ Design notes
 - RoPE is applied to q and k together with one ``roll`` (rotate_half(x) * sin == x.roll(hd/2) * sign * sin).
 - Prefill is packed: projections and MLPs run on the real (non-pad) tokens only, and the last layer runs attention
   output / o_proj / MLP for the last token of each row only (its K/V for all tokens still go to the cache).
+- Finished rows leave the batch lazily (``keep``): they stay in the cache (and in the step's batch, their logits
+  dropped) until at most half the cached rows are live, then the live rows' filled slots are copied out. Copying
+  the cache at every finish cost more than the steps it saved once rows are long (a row's cache outweighs a
+  decode step's work for it), and halving bounds the wasted step work at 2x.
 - Threads are the caller's business (``torch.set_num_threads``); for tiny models on a few CPU cores 1 is often best.
 """
 
@@ -189,6 +193,7 @@ class LlamaDecoder:
         self.pos: Tensor | None = None  # [B] position id of the next token
         self.step_mask: Tensor | None = None  # [B, 1, 1, L] additive, -inf on left pads
         self.cur = 0  # cache slots filled
+        self.live: Tensor | None = None  # cache rows of the caller's rows (None: all, in order); see keep()
 
     # ------------------------------------------------------------------ construction / weights
     @classmethod
@@ -270,6 +275,7 @@ class LlamaDecoder:
         self._ensure_rope(L)
         # slots >= cur are never read (step attends over [:cur + 1]), so the cache needs no zeroing
         self.kv = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self.dtype)
+        self.live = None
 
         pos = position_ids_from_mask(am)  # [B, P]
         # Packed prefill: projections / MLP run on the real tokens only ([N, H]); only attention uses the padded
@@ -346,6 +352,8 @@ class LlamaDecoder:
             raise RuntimeError("KV cache is full: more steps than max_new_tokens")
         nh, nkv, hd, inter = self.n_heads, self.n_kv, self.head_dim, self.inter
         tokens = tokens.to(self.device, non_blocking=True).view(-1)
+        if self.live is not None:  # finished rows still cached: they step along (any token), logits dropped
+            tokens = tokens.new_zeros(self.kv.shape[2]).index_copy_(0, self.live, tokens)
         B = tokens.shape[0]
         cs = self._cs[self.pos]  # [B, 2, hd]
         cos, sin = cs[:, :1], cs[:, 1:]  # [B, 1, hd] each
@@ -373,16 +381,57 @@ class LlamaDecoder:
         logits = F.linear(self._rms(x, self.norm), self.lm_head).float()
         self.cur = c + 1
         self.pos += 1
-        return logits
+        return logits if self.live is None else logits.index_select(0, self.live)
+
+    @torch.inference_mode()
+    def extend(
+        self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int, expand: Tensor | None = None,
+    ) -> Tensor | None:
+        """Add rows to the running batch without recomputing the cached ones (continuous batching): the new
+        LEFT-padded prompts are prefilled alone and their K/V placed right-aligned before the shared write
+        slot, with their left slots masked. ``expand`` [B_rows] (optional) repeats the prefilled prompts into
+        rows (the ``n`` samples of a prompt share its prefill). Returns the new rows' logits; the batch is then
+        the live rows followed by the new ones. None when the new prompts are longer than the cache's filled
+        part (or a sliding window would be exceeded): the caller re-prefills everything instead."""
+        if self.kv is None:
+            raise RuntimeError("extend() called before prefill()")
+        c, width = self.cur, input_ids.shape[1]
+        length = max(self.kv.shape[4], c + int(max_new_tokens))
+        if width > c or (self.sliding_window is not None and length > self.sliding_window):
+            return None
+        old_kv, old_pos, old_mask = self.kv, self.pos, self.step_mask
+        live = torch.arange(old_kv.shape[2], device=self.device) if self.live is None else self.live
+        logits = self.prefill(input_ids, attention_mask, 0)  # the new prompts alone: self.kv is theirs now
+        self._ensure_rope(width + int(max_new_tokens))
+        rows = torch.arange(logits.shape[0], device=self.device) if expand is None else _as_rows(expand, self.device)
+        n_old = live.numel()
+        kv = old_kv.new_empty((*old_kv.shape[:2], n_old + rows.numel(), old_kv.shape[3], length, old_kv.shape[5]))
+        kv[:, :, :n_old, :, :c] = old_kv[:, :, :, :, :c].index_select(2, live)
+        kv[:, :, n_old:, :, c - width : c] = self.kv[:, :, :, :, :width].index_select(2, rows)
+        mask = old_mask.new_zeros((n_old + rows.numel(), 1, 1, length))
+        mask[:n_old, :, :, :c] = old_mask[:, :, :, :c].index_select(0, live)
+        mask[n_old:, :, :, : c - width] = float("-inf")
+        mask[n_old:, :, :, c - width : c] = self.step_mask[:, :, :, :width].index_select(0, rows)
+        self.kv, self.step_mask, self.live, self.cur = kv, mask, None, c
+        self.pos = torch.cat([old_pos.index_select(0, live), self.pos.index_select(0, rows)])
+        return logits.index_select(0, rows)
 
     @torch.inference_mode()
     def keep(self, rows: Tensor) -> None:
         if self.kv is None:
             raise RuntimeError("keep() called before prefill()")
         rows = _as_rows(rows, self.device)
-        self.kv = self.kv.index_select(2, rows)
-        self.pos = self.pos.index_select(0, rows)
-        self.step_mask = self.step_mask.index_select(0, rows)
+        live = rows if self.live is None else self.live.index_select(0, rows)
+        cached = self.kv.shape[2]
+        if 2 * live.numel() > cached and (live.numel() < 2 or bool((live[1:] > live[:-1]).all())):
+            self.live = live  # a subset in order: the finished rows just stop counting (see the module notes)
+            return
+        # Copy out the live rows' filled slots only (the cache is allocated for prompt + budget).
+        kv = self.kv.new_empty((*self.kv.shape[:2], live.numel(), *self.kv.shape[3:]))
+        kv[:, :, :, :, : self.cur] = self.kv[:, :, :, :, : self.cur].index_select(2, live)
+        self.kv, self.live = kv, None
+        self.pos = self.pos.index_select(0, live)
+        self.step_mask = self.step_mask.index_select(0, live)
 
     def __repr__(self) -> str:
         return (
