@@ -113,13 +113,15 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--sft-steps", type=int, default=300)
     parser.add_argument("--model", default=None, help="start from this policy instead of fine-tuning one")
+    parser.add_argument("--runs-dir", default=None, help="keep every run's directory (metrics.jsonl) here")
     parser.add_argument("--modes", default="rl:embedded,rl:ray,rl_async:ray,rl_async:process")
     args = parser.parse_args()
     async_extra = [f"async_rl.max_staleness={args.max_staleness}", f"async_rl.chunk_steps={args.chunk_steps}",
                    f"async_rl.queue_size={args.queue_size}"]
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {mode: [] for mode in modes}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.runs_dir or scratch
         model = args.model or fine_tune(Path(tmp) / "sft", args)
         for rep in range(args.reps):  # alternating, so background load hits every mode alike
             for mode in modes:

@@ -1,12 +1,13 @@
 """The asynchronous loop's handle on its producer, which outlives a rollout actor's death.
 
-The producer lives inside the rollout actor (Ray), so it dies with it. When a call fails because the
-actor died and the runtime restarted it (``runtime.revive``: Ray restarts rollout actors and replays
-their last weight update), a new producer is attached beside the new role, starting from the last
+The producer lives inside the rollout actor (Ray) or child process (process runtime), so it dies with
+it. When a call fails because the role died and the runtime restarted it (``runtime.revive``: a
+restarted actor or a fresh child, its last weight update replayed), a new producer is attached beside
+the new role, starting from the last
 *trained* step (its data position and sampling state), and the trainer's current weights are posted
 to it. Batches that were decoding or queued are generated again from the same prompts, so no prompt
-is lost or trained twice; their samples are new draws. Other runtimes do not restart roles: the
-error goes up.
+is lost or trained twice; their samples are new draws. The embedded runtime does not restart roles:
+the error goes up.
 """
 
 from __future__ import annotations

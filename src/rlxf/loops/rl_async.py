@@ -29,8 +29,8 @@ the GIL with the trainer (little overlap for small models on a CPU); with ``runt
 runs inside the rollout actor (``runtime.attach``), so generation and training overlap in separate
 processes. Weights go trainer -> driver -> rollout actor. Held-out evaluation borrows the producer's
 engine between chunks. Not supported here: DAPO dynamic sampling, ReMax's greedy baseline,
-multi-turn environments. A rollout actor that dies on Ray is restarted and a new producer starts
-beside it from the last trained step (loops/async_restart.py); elsewhere the error ends the run.
+multi-turn environments. A rollout actor (Ray) or child process (process runtime) that dies is
+restarted and a new producer starts beside it from the last trained step (loops/async_restart.py).
 """
 
 from __future__ import annotations
