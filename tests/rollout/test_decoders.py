@@ -188,9 +188,10 @@ def test_finished_rows_stay_cached_until_half_the_rows_are_gone(kind):
 
 
 @pytest.mark.parametrize("kind", ["llama_untied_gqa", "qwen2_bias_gqa", "llama3_rope"])
-def test_extend_adds_rows_to_a_running_batch_without_touching_the_cached_ones(kind):
+def test_extend_adds_rows_to_a_running_batch_as_a_cohort_of_their_own(kind):
     """Continuous batching: after 3 steps (and a lazy keep), two new prompts join as 3 rows (the first
-    prompt twice, sharing its prefill); every row's logits stay those of its own full forward."""
+    prompt twice, sharing its prefill) in a second cache; rows finish in both; every row's logits stay
+    those of its own full forward."""
     model = _tiny(kind)
     ids, mask, forced = _batch(seed=11)
     ref = _reference(model, ids, mask, forced)
@@ -205,17 +206,22 @@ def test_extend_adds_rows_to_a_running_batch_without_touching_the_cached_ones(ki
             dec.keep(torch.tensor([0, 2, 3]))  # lazy: row 1 stays cached, finished
             old = old[[0, 2, 3]]
         dec.step(forced[old, t])
-    expand = torch.tensor([0, 0, 1])
-    logits = dec.extend(new_ids, new_mask, max_new_tokens=N_STEPS, expand=expand)
-    torch.testing.assert_close(logits, new_ref[expand, 0], atol=ATOL, rtol=1e-4)
-    assert dec.kv.shape[2] == 6 and dec.live is None  # 3 live old rows + 3 new; the finished row dropped
+    new = torch.tensor([0, 0, 1])
+    logits = dec.extend(new_ids, new_mask, max_new_tokens=N_STEPS, expand=new)
+    torch.testing.assert_close(logits, new_ref[new, 0], atol=ATOL, rtol=1e-4)
+    assert [(c.rows, c.cached, c.cur) for c in dec.cohorts] == [(3, 4, ids.shape[1] + 3), (3, 3, 3)]
     for t in range(3):
-        out = dec.step(torch.cat([forced[old, 3 + t], new_forced[expand, t]]))
-        torch.testing.assert_close(out[:3], ref[old, 4 + t], atol=ATOL, rtol=1e-4, msg=f"old rows, t={t}")
-        torch.testing.assert_close(out[3:], new_ref[expand, 1 + t], atol=ATOL, rtol=1e-4, msg=f"new rows, t={t}")
-    # prompts wider than the cache's filled part cannot be right-aligned: the caller re-prefills
-    dec.prefill(ids[:, -2:], mask[:, -2:], max_new_tokens=1)
-    assert dec.extend(ids, mask, max_new_tokens=1) is None
+        if t == 1:
+            with pytest.raises(NotImplementedError):  # rows of several cohorts are dropped, never reordered
+                dec.keep(torch.tensor([1, 0]))
+            dec.keep(torch.tensor([1, 3, 5]))  # old row 2; the new rows of prompt 0 (first) and prompt 1
+            old, new = old[[1]], new[[0, 2]]
+            assert [c.rows for c in dec.cohorts] == [1, 2]
+        out = dec.step(torch.cat([forced[old, 3 + t], new_forced[new, t]]))
+        torch.testing.assert_close(out[: len(old)], ref[old, 4 + t], atol=ATOL, rtol=1e-4, msg=f"old rows, t={t}")
+        torch.testing.assert_close(out[len(old) :], new_ref[new, 1 + t], atol=ATOL, rtol=1e-4, msg=f"new, t={t}")
+    dec.keep(torch.tensor([1, 2]))  # the first cohort has no rows left and is dropped
+    assert len(dec.cohorts) == 1 and dec.cohorts[0].rows == 2
 
 
 @pytest.mark.parametrize("kind", ["llama_tied", "qwen2_bias_gqa"])

@@ -126,3 +126,34 @@ def test_a_batch_admitted_mid_generation_samples_with_correct_log_probs(tiny_mod
         full = batch_log_probs(tiny_model, batch, 8, params.temperature)
         mask = out.response_mask.bool()
         torch.testing.assert_close(out.log_probs[mask], full[mask].float(), atol=1e-4, rtol=0)
+
+
+def test_length_groups_split_a_long_tail_from_the_short_rows():
+    from rlxf.rollout.interruptible import length_groups
+
+    assert length_groups([5, 9, 7, 12]) == [[0, 1, 2, 3]]  # alike: one group, rows in order
+    assert length_groups([6, 150, 8, 40, 200, 7]) == [[0, 2, 5], [3], [1, 4]]
+    assert length_groups([]) == []
+
+
+def test_a_resume_puts_a_long_tail_and_fresh_rows_in_caches_of_their_own(tiny_model, tokenizer):
+    """Batch 0 decodes 45 tokens, batch 1 joins, a pause and resume re-prefills both: the long rows and
+    the fresh ones get one cache each; every log-prob still equals a full forward pass."""
+    params = SamplingParams(n=2, temperature=1.0, max_new_tokens=60)
+    gen = InterruptibleGeneration(make_decoder(tiny_model), prompts(tokenizer)[:2], params, 0, -1,  # no EOS
+                                  tokenizer.pad_token_id, "cpu")
+    rng = torch.Generator().manual_seed(0)
+    gen.run(45, rng)
+    gen.pause()
+    gen.admit(prompts(tokenizer)[2:])
+    gen.resume(0)
+    assert [(c.rows, c.cur) for c in gen.decoder.cohorts] == [(2, 5), (4, 45 + 6)]  # "88+1=" / "3+405=" + 45
+    gen.run(None, rng)
+    for batch_id, rows in ((0, prompts(tokenizer)[:2]), (1, prompts(tokenizer)[2:])):
+        out = gen.take(batch_id)
+        assert out.response_mask.sum(1).tolist() == [60] * len(out.response_ids)
+        prompt_ids, prompt_mask = left_pad([rows[i] for i in out.prompt_index.tolist()], tokenizer.pad_token_id, "cpu")
+        batch = TrajectoryBatch(prompt_ids, prompt_mask, out.response_ids, out.response_mask, out.response_mask,
+                                out.prompt_index)
+        full = batch_log_probs(tiny_model, batch, 8, params.temperature)
+        torch.testing.assert_close(out.log_probs, full.float(), atol=1e-4, rtol=0)

@@ -15,10 +15,9 @@ decode steps at a time, and it may hold rows of several *batches*:
   ``TrajectoryBatch.policy_version``).
 
 Admitting a batch into a running generation prefills only the new prompts and adds their rows to the
-decoder's batch (``LlamaDecoder.extend``: their K/V right-aligned before the shared write slot). A
-decoder without ``extend`` (or prompts wider than the running rows' cache) re-prefills every
-unfinished row instead, counted in ``refills``: a forward over the survivors' tokens, which grows with
-a long tail.
+decoder's batch (``LlamaDecoder.extend``: a KV cache of their own, so their attention does not read
+the long tail's width). A decoder without ``extend`` re-prefills every unfinished row instead, counted
+in ``refills``: a forward over the survivors' tokens, which grows with a long tail.
 
 Paused and resumed with unchanged weights and the same generator, one batch samples the tokens of an
 uninterrupted generation: the active rows are the same, in the same order, so every sampling call
@@ -128,15 +127,13 @@ class InterruptibleGeneration:
     def _join(self, prompts: list[list[int]], first_row: int) -> None:
         """Start the rows from ``first_row`` on (the batch just admitted) beside the running ones."""
         extend = getattr(self.decoder, "extend", None)
-        logits = None
-        if len(self.active) and extend is not None:
-            ids, mask = left_pad(prompts, self.pad_id, self.device)
-            expand = torch.arange(len(prompts), device=self.device).repeat_interleave(self.params.n)
-            logits = extend(ids, mask, self.params.max_new_tokens, expand)
-        if logits is None:
+        if not len(self.active) or extend is None:
             self.refills += bool(len(self.active))
             self._prefill_unfinished()
             return
+        ids, mask = left_pad(prompts, self.pad_id, self.device)
+        expand = torch.arange(len(prompts), device=self.device).repeat_interleave(self.params.n)
+        logits = extend(ids, mask, self.params.max_new_tokens, expand)
         self.active = torch.cat([self.active, torch.arange(first_row, len(self.row_batch), device=self.device)])
         self.logits = torch.cat([self.logits, logits])
 
@@ -230,22 +227,33 @@ class InterruptibleGeneration:
 
     def _prefill_unfinished(self) -> None:
         """KV cache and next-token logits for every unfinished row; identical sequences (the ``n``
-        samples of a fresh prompt) are prefilled once and their cache expanded."""
+        samples of a fresh prompt) are prefilled once and their cache expanded. With a decoder that has
+        cohorts (``extend``), rows of very different lengths get caches of their own (``length_groups``),
+        so the short rows' attention does not read the long tail's width."""
         rows = self._unfinished()
-        self.active = rows
         if rows.numel() == 0:
-            self.logits = None
+            self.active, self.logits = rows, None
             return
         lengths = self.lengths[rows].tolist()
         sequences = [tuple(self._prompt(row) + self.ids[row, :n].tolist()) for row, n in zip(rows.tolist(), lengths)]
-        unique: dict[tuple, int] = {}
-        expand = torch.tensor([unique.setdefault(s, len(unique)) for s in sequences], device=self.device)
-        ids, mask = left_pad([list(s) for s in unique], self.pad_id, self.device)
-        logits = self.decoder.prefill(ids, mask, self.params.max_new_tokens - min(lengths))
-        if len(unique) < len(sequences):
-            self.decoder.keep(expand)
-            logits = logits.index_select(0, expand)
-        self.logits = logits
+        extend = getattr(self.decoder, "extend", None)
+        groups = length_groups([len(s) for s in sequences]) if extend is not None else [list(range(len(rows)))]
+        parts = []
+        for i, group in enumerate(groups):
+            unique: dict[tuple, int] = {}
+            expand = torch.tensor([unique.setdefault(sequences[j], len(unique)) for j in group], device=self.device)
+            ids, mask = left_pad([list(s) for s in unique], self.pad_id, self.device)
+            budget = self.params.max_new_tokens - min(lengths[j] for j in group)
+            if i:
+                parts.append(extend(ids, mask, budget, expand))
+                continue
+            logits = self.decoder.prefill(ids, mask, budget)
+            if len(unique) < len(group):
+                self.decoder.keep(expand)
+                logits = logits.index_select(0, expand)
+            parts.append(logits)
+        self.active = rows[torch.tensor([j for group in groups for j in group], device=self.device)]
+        self.logits = parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _generation(self, rows: torch.Tensor) -> VersionedGeneration:
         lengths = self.lengths[rows]
@@ -262,3 +270,19 @@ class InterruptibleGeneration:
             version=int(versions[response_mask[:, :width].bool().cpu()].min()),
             token_versions=versions,
         )
+
+
+def length_groups(lengths: list[int], ratio: float = 2.0, slack: int = 32) -> list[list[int]]:
+    """Positions of ``lengths`` in groups of similar length (shortest group first, positions in order
+    within a group): a group ends where a length exceeds both ``ratio`` x its shortest and its shortest
+    + ``slack``. One group when the lengths are alike, so the rows keep their order (and sampling its
+    noise)."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    groups: list[list[int]] = []
+    for position in order:
+        shortest = lengths[groups[-1][0]] if groups else None
+        if shortest is None or (lengths[position] > ratio * shortest and lengths[position] > shortest + slack):
+            groups.append([position])
+        else:
+            groups[-1].append(position)
+    return [sorted(group) for group in groups]

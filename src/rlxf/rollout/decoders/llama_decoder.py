@@ -16,14 +16,15 @@ Design notes
 - RoPE is applied to q and k together with one ``roll`` (rotate_half(x) * sin == x.roll(hd/2) * sign * sin).
 - Prefill is packed: projections and MLPs run on the real (non-pad) tokens only, and the last layer runs attention
   output / o_proj / MLP for the last token of each row only (its K/V for all tokens still go to the cache).
-- Finished rows leave the batch lazily (``keep``): they stay in the cache (and in the step's batch, their logits
-  dropped) until at most half the cached rows are live, then the live rows' filled slots are copied out. Copying
-  the cache at every finish cost more than the steps it saved once rows are long (a row's cache outweighs a
-  decode step's work for it), and halving bounds the wasted step work at 2x.
+- Cohorts (``kv_cohort.py``): ``prefill`` starts one KV cache; ``extend`` adds rows to a running generation as a
+  cohort with its own cache (continuous batching). A step runs the projections and MLPs once over every cohort's
+  rows and attention per cohort, over its own filled width. Finished rows leave a cohort lazily (``keep``).
 - Threads are the caller's business (``torch.set_num_threads``); for tiny models on a few CPU cores 1 is often best.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import torch
 import torch.nn.functional as F
@@ -31,6 +32,7 @@ from torch import Tensor
 
 from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
+from rlxf.rollout.decoders.kv_cohort import KVCohort, cohort_logits, split_rows
 
 __all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
 
@@ -188,12 +190,8 @@ class LlamaDecoder:
 
         self._scale = hd**-0.5
         self._matmul_attention = self.device.type == "cpu" and self.dtype == torch.float32
-        # per-batch state (set by prefill)
-        self.kv: Tensor | None = None  # [nl, 2, B, nkv, L, hd]
-        self.pos: Tensor | None = None  # [B] position id of the next token
-        self.step_mask: Tensor | None = None  # [B, 1, 1, L] additive, -inf on left pads
-        self.cur = 0  # cache slots filled
-        self.live: Tensor | None = None  # cache rows of the caller's rows (None: all, in order); see keep()
+        # per-generation state: the KV caches of the rows being decoded (set by prefill, grown by extend)
+        self.cohorts: list[KVCohort] = []
 
     # ------------------------------------------------------------------ construction / weights
     @classmethod
@@ -259,8 +257,40 @@ class LlamaDecoder:
         return torch.addcmul(x * cos, x.roll(self.head_dim // 2, -1), sin)
 
     # ------------------------------------------------------------------ decoding
+    # one cohort's cache, for the tests and tools that look at it
+    kv = property(lambda self: self._only_cohort().kv)
+    live = property(lambda self: self._only_cohort().live)
+
+    def _only_cohort(self) -> KVCohort:
+        if len(self.cohorts) != 1:
+            raise RuntimeError(f"the decoder holds {len(self.cohorts)} cohorts, not one")
+        return self.cohorts[0]
+
     @torch.inference_mode()
     def prefill(self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int) -> Tensor:
+        cohort, logits = self._prefill(input_ids, attention_mask, max_new_tokens)
+        self.cohorts = [cohort]
+        return logits
+
+    @torch.inference_mode()
+    def extend(
+        self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int, expand: Tensor | None = None,
+    ) -> Tensor:
+        """Add rows to the running generation without touching the cached ones (continuous batching): the
+        new LEFT-padded prompts are prefilled as a cohort of their own. ``expand`` [rows] (optional) repeats
+        the prompts into rows (the ``n`` samples of a prompt share its prefill). Returns the new rows'
+        logits; the caller's rows are then the running ones followed by the new ones."""
+        if not self.cohorts:
+            raise RuntimeError("extend() called before prefill()")
+        cohort, logits = self._prefill(input_ids, attention_mask, max_new_tokens)
+        if expand is not None:
+            expand = _as_rows(expand, self.device)
+            cohort.keep(expand)
+            logits = logits.index_select(0, expand)
+        self.cohorts.append(cohort)
+        return logits
+
+    def _prefill(self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int) -> tuple[KVCohort, Tensor]:
         dev = self.device
         ids = input_ids.to(dev)
         am = attention_mask.to(dev).bool()
@@ -274,8 +304,7 @@ class LlamaDecoder:
         C = nh + 2 * nkv
         self._ensure_rope(L)
         # slots >= cur are never read (step attends over [:cur + 1]), so the cache needs no zeroing
-        self.kv = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self.dtype)
-        self.live = None
+        cache = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self.dtype)
 
         pos = position_ids_from_mask(am)  # [B, P]
         # Packed prefill: projections / MLP run on the real tokens only ([N, H]); only attention uses the padded
@@ -316,8 +345,8 @@ class LlamaDecoder:
             q = qkv[:, :, :nh].transpose(1, 2)
             k = qkv[:, :, nh : nh + nkv].transpose(1, 2)
             v = qkv[:, :, nh + nkv :].transpose(1, 2)
-            self.kv[li, 0, :, :, :P] = k
-            self.kv[li, 1, :, :, :P] = v
+            cache[li, 0, :, :, :P] = k
+            cache[li, 1, :, :, :P] = v
             if nkv != nh and not _TORCH_GQA:
                 k = k.repeat_interleave(nh // nkv, dim=1)
                 v = v.repeat_interleave(nh // nkv, dim=1)
@@ -334,104 +363,78 @@ class LlamaDecoder:
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = F.linear(self._rms(x, self.norm), self.lm_head).float()  # x is [B, H] here
 
-        self.pos = pos[:, -1] + 1
-        self.step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self.dtype)
-        self.step_mask[:, 0, 0, :P].masked_fill_(~am, float("-inf"))
-        self.cur = P
-        return logits
+        step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self.dtype)
+        step_mask[:, 0, 0, :P].masked_fill_(~am, float("-inf"))
+        return KVCohort(cache, pos[:, -1] + 1, step_mask, cur=P), logits
 
     @torch.inference_mode()
     def step(self, tokens: Tensor) -> Tensor:
-        # CUDA graphs: this is the function to capture (one graph per active-batch bucket). For that, attend over
-        # the full cache length with ``step_mask`` holding -inf on future slots (cleared in place at slot ``cur``),
-        # keep ``cur`` in a device tensor and write K/V with ``index_copy_`` — then every shape is static.
-        if self.kv is None:
+        # CUDA graphs: this is the function to capture (one graph per active-batch bucket and cohort count). For
+        # that, attend over the full cache length with ``step_mask`` holding -inf on future slots (cleared in place
+        # at slot ``cur``), keep ``cur`` in a device tensor and write K/V with ``index_copy_``: every shape static.
+        if not self.cohorts:
             raise RuntimeError("step() called before prefill()")
-        c = self.cur
-        if c >= self.kv.shape[4]:
+        if any(c.cur >= c.kv.shape[4] for c in self.cohorts):
             raise RuntimeError("KV cache is full: more steps than max_new_tokens")
         nh, nkv, hd, inter = self.n_heads, self.n_kv, self.head_dim, self.inter
         tokens = tokens.to(self.device, non_blocking=True).view(-1)
-        if self.live is not None:  # finished rows still cached: they step along (any token), logits dropped
-            tokens = tokens.new_zeros(self.kv.shape[2]).index_copy_(0, self.live, tokens)
+        # finished rows still cached step along (any token), their logits dropped (KVCohort.keep)
+        if len(self.cohorts) == 1:
+            tokens = self.cohorts[0].scatter(tokens)
+        else:
+            bounds = list(itertools.accumulate((c.rows for c in self.cohorts), initial=0))
+            tokens = torch.cat([c.scatter(tokens[a:b]) for c, a, b in zip(self.cohorts, bounds, bounds[1:])])
         B = tokens.shape[0]
-        cs = self._cs[self.pos]  # [B, 2, hd]
+        pos = self.cohorts[0].pos if len(self.cohorts) == 1 else torch.cat([c.pos for c in self.cohorts])
+        cs = self._cs[pos]  # [B, 2, hd]
         cos, sin = cs[:, :1], cs[:, 1:]  # [B, 1, hd] each
-        mask = self.step_mask[..., : c + 1]  # [B, 1, 1, c+1], broadcast over (nkv, g)
-        kv = self.kv[:, :, :, :, : c + 1]
 
         x = F.embedding(tokens, self.embed)  # [B, H]
         for li, ly in enumerate(self.layers):
             qkv = F.linear(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
             qk = self._rope(qkv[:, : nh + nkv], cos, sin)
-            kv_l = kv[li]
-            kv_l[0, :, :, c] = qk[:, nh:]
-            kv_l[1, :, :, c] = qkv[:, nh + nkv :]
-            q = qk[:, :nh].view(B, nkv, nh // nkv, hd)  # fold the query heads of each kv group
-            if self._matmul_attention:
-                # CPU: for one query over a short cache two batched matmuls beat SDPA's flash kernel
-                # (~1.5x at the tiny model's shapes); same math, scale 1/sqrt(hd) as SDPA's default.
-                scores = torch.matmul(q, kv_l[0].transpose(-1, -2)).mul_(self._scale).add_(mask)
-                o = torch.matmul(scores.softmax(-1), kv_l[1])
-            else:
-                o = F.scaled_dot_product_attention(q, kv_l[0], kv_l[1], attn_mask=mask)
+            o = self._attend(li, qk, qkv[:, nh + nkv :])
             x = x + F.linear(o.reshape(B, nh * hd), ly["wo"], ly["bo"])
             gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = F.linear(self._rms(x, self.norm), self.lm_head).float()
-        self.cur = c + 1
-        self.pos += 1
-        return logits if self.live is None else logits.index_select(0, self.live)
+        for cohort in self.cohorts:
+            cohort.cur += 1
+            cohort.pos += 1
+        return cohort_logits(logits, self.cohorts)
 
-    @torch.inference_mode()
-    def extend(
-        self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int, expand: Tensor | None = None,
-    ) -> Tensor | None:
-        """Add rows to the running batch without recomputing the cached ones (continuous batching): the new
-        LEFT-padded prompts are prefilled alone and their K/V placed right-aligned before the shared write
-        slot, with their left slots masked. ``expand`` [B_rows] (optional) repeats the prefilled prompts into
-        rows (the ``n`` samples of a prompt share its prefill). Returns the new rows' logits; the batch is then
-        the live rows followed by the new ones. None when the new prompts are longer than the cache's filled
-        part (or a sliding window would be exceeded): the caller re-prefills everything instead."""
-        if self.kv is None:
-            raise RuntimeError("extend() called before prefill()")
-        c, width = self.cur, input_ids.shape[1]
-        length = max(self.kv.shape[4], c + int(max_new_tokens))
-        if width > c or (self.sliding_window is not None and length > self.sliding_window):
-            return None
-        old_kv, old_pos, old_mask = self.kv, self.pos, self.step_mask
-        live = torch.arange(old_kv.shape[2], device=self.device) if self.live is None else self.live
-        logits = self.prefill(input_ids, attention_mask, 0)  # the new prompts alone: self.kv is theirs now
-        self._ensure_rope(width + int(max_new_tokens))
-        rows = torch.arange(logits.shape[0], device=self.device) if expand is None else _as_rows(expand, self.device)
-        n_old = live.numel()
-        kv = old_kv.new_empty((*old_kv.shape[:2], n_old + rows.numel(), old_kv.shape[3], length, old_kv.shape[5]))
-        kv[:, :, :n_old, :, :c] = old_kv[:, :, :, :, :c].index_select(2, live)
-        kv[:, :, n_old:, :, c - width : c] = self.kv[:, :, :, :, :width].index_select(2, rows)
-        mask = old_mask.new_zeros((n_old + rows.numel(), 1, 1, length))
-        mask[:n_old, :, :, :c] = old_mask[:, :, :, :c].index_select(0, live)
-        mask[n_old:, :, :, : c - width] = float("-inf")
-        mask[n_old:, :, :, c - width : c] = self.step_mask[:, :, :, :width].index_select(0, rows)
-        self.kv, self.step_mask, self.live, self.cur = kv, mask, None, c
-        self.pos = torch.cat([old_pos.index_select(0, live), self.pos.index_select(0, rows)])
-        return logits.index_select(0, rows)
+    def _attend(self, layer: int, qk: Tensor, v: Tensor) -> Tensor:
+        """One decode step's attention, cohort by cohort: write each row's K/V at its cohort's slot ``cur``
+        and attend over the cohort's filled slots. qk [B, nh + nkv, hd] (rotated), v [B, nkv, hd]."""
+        nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
+        outs, start = [], 0
+        for cohort in self.cohorts:
+            rows, c = slice(start, start + cohort.cached), cohort.cur
+            start += cohort.cached
+            kv_l = cohort.kv[layer, :, :, :, : c + 1]
+            kv_l[0, :, :, c] = qk[rows, nh:]
+            kv_l[1, :, :, c] = v[rows]
+            mask = cohort.step_mask[..., : c + 1]  # [b, 1, 1, c+1], broadcast over (nkv, g)
+            q = qk[rows, :nh].view(-1, nkv, nh // nkv, hd)  # fold the query heads of each kv group
+            if self._matmul_attention:
+                # CPU: for one query over a short cache two batched matmuls beat SDPA's flash kernel
+                # (~1.5x at the tiny model's shapes); same math, scale 1/sqrt(hd) as SDPA's default.
+                scores = torch.matmul(q, kv_l[0].transpose(-1, -2)).mul_(self._scale).add_(mask)
+                outs.append(torch.matmul(scores.softmax(-1), kv_l[1]))
+            else:
+                outs.append(F.scaled_dot_product_attention(q, kv_l[0], kv_l[1], attn_mask=mask))
+        return outs[0] if len(outs) == 1 else torch.cat(outs)
 
     @torch.inference_mode()
     def keep(self, rows: Tensor) -> None:
-        if self.kv is None:
+        """Keep only these rows (indices into the caller's rows); cohorts left without rows are dropped."""
+        if not self.cohorts:
             raise RuntimeError("keep() called before prefill()")
         rows = _as_rows(rows, self.device)
-        live = rows if self.live is None else self.live.index_select(0, rows)
-        cached = self.kv.shape[2]
-        if 2 * live.numel() > cached and (live.numel() < 2 or bool((live[1:] > live[:-1]).all())):
-            self.live = live  # a subset in order: the finished rows just stop counting (see the module notes)
-            return
-        # Copy out the live rows' filled slots only (the cache is allocated for prompt + budget).
-        kv = self.kv.new_empty((*self.kv.shape[:2], live.numel(), *self.kv.shape[3:]))
-        kv[:, :, :, :, : self.cur] = self.kv[:, :, :, :, : self.cur].index_select(2, live)
-        self.kv, self.live = kv, None
-        self.pos = self.pos.index_select(0, live)
-        self.step_mask = self.step_mask.index_select(0, live)
+        for cohort, own in zip(self.cohorts, split_rows(rows, self.cohorts)):
+            cohort.keep(own)
+        if len(self.cohorts) > 1:
+            self.cohorts = [c for c in self.cohorts if c.rows]
 
     def __repr__(self) -> str:
         return (
