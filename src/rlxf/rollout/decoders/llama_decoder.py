@@ -5,9 +5,9 @@ Design notes
   ``wqkv`` [(nh + 2*nkv) * hd, H] (+ bias for qwen2 / attention_bias) and ``wgu`` [2 * I, H]. ``load_state_dict``
   copies HF-named tensors into the matching slices in place (dtype/device conversion included), so the tensors'
   storage never changes (important for CUDA graphs and for dynamic weight updates).
-- KV cache: one tensor [n_layers, 2, B, nkv, P + max_new, hd], written in place at slot ``cur``. Every row writes the
-  same slot each step (left padding), only position ids differ per row.
-- Masks are built once per ``prefill``: an additive [B, 1, 1, L] mask that hides left pads. ``step`` attends over the
+- KV cache: one tensor per cohort [n_layers, 2, B, nkv, P + max_new, hd], written in place at slot ``cur``. Every row
+  of a cohort writes the same slot each step (left padding), only position ids differ per row.
+- Masks are built once per prefill: an additive [B, 1, 1, L] mask that hides left pads. ``step`` attends over the
   slice ``[:cur + 1]`` of the cache, so future slots never need masking and the mask never changes per step.
 - Decode attention uses the GQA "query folding" trick: with one query token, the ``g = nh / nkv`` query heads that
   share a kv head are folded into the query-length axis ([B, nkv, g, hd]), so SDPA runs without repeating K/V.
