@@ -21,7 +21,9 @@ in ``refills``: a forward over the survivors' tokens, which grows with a long ta
 
 Paused and resumed with unchanged weights and the same generator, one batch samples the tokens of an
 uninterrupted generation: the active rows are the same, in the same order, so every sampling call
-draws the same noise; only the logits differ by float rounding (prefill vs incremental decode).
+draws the same noise; only the logits differ by float rounding (prefill vs incremental decode). This
+holds while the rows' lengths are alike: a resume puts rows of very different lengths in caches of
+their own (``length_groups``), which reorders them, so they draw other (equally valid) noise.
 """
 
 from __future__ import annotations
