@@ -162,6 +162,9 @@ class AsyncRLConfig(Section):
     queue_size: int = Field(1, ge=1)  # batches generated ahead: at most queue_size + 1 past the last one the trainer took
     interruptible: bool = True  # new weights are loaded mid-generation (partial rollouts)
     chunk_steps: int = Field(8, ge=1)  # decode steps between checks for new weights
+    # Load posted weights once they are this many versions ahead of the engine's (or sooner when the
+    # staleness bound holds up the next batch): each load re-prefills every unfinished row
+    load_every: int = Field(1, ge=1)
     # Continuous batching: admit the next batch only while at most this many rows still decode
     # (None: as soon as the bounds allow; 0: one batch at a time)
     admit_below_rows: int | None = Field(None, ge=0)

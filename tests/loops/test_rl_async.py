@@ -16,10 +16,12 @@ def run_async(run_dir, tiny_model_dir, *overrides, steps=3, resume=False):
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.parametrize("max_staleness,queue_size", [(1, 1), (2, 2)])
-def test_trained_samples_stay_within_the_staleness_bound(tmp_path, tiny_model_dir, max_staleness, queue_size):
+@pytest.mark.parametrize("max_staleness,queue_size,load_every", [(1, 1, 1), (2, 2, 1), (1, 1, 3)])
+def test_trained_samples_stay_within_the_staleness_bound(tmp_path, tiny_model_dir, max_staleness, queue_size,
+                                                         load_every):
+    # load_every 3 with a bound of 1: the producer must load early whenever the bound holds it up
     rows = run_async(tmp_path / "run", tiny_model_dir, f"async_rl.max_staleness={max_staleness}",
-                     f"async_rl.queue_size={queue_size}", "async_rl.chunk_steps=2")
+                     f"async_rl.queue_size={queue_size}", "async_rl.chunk_steps=2", f"async_rl.load_every={load_every}")
     steps = [r for r in rows if "async/staleness_max" in r]
     assert [r["step"] for r in steps] == [1, 2, 3]
     for r in steps:
@@ -49,3 +51,30 @@ def test_resume_keeps_the_bound(tmp_path, tiny_model_dir):
     last = [r for r in rows if r.get("step") == 3][-1]
     assert last["async/oldest_version"] == 2 and last["async/staleness_max"] == 0  # regenerated from step 2's weights
     assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
+
+
+def evaluate_policy(tmp_path, tiny_model_dir, policy_dir) -> dict:
+    from rlxf.eval.accuracy import evaluate
+    from rlxf.loops.setup import build_basics, build_rollout, load_policy
+
+    config = load_config(None, [*small_overrides(tmp_path / "eval", tiny_model_dir, steps=1), "threads=1",
+                                "rollout.max_new_tokens=12"])
+    basics = build_basics(config)
+    rollout = build_rollout(config, load_policy(config, str(policy_dir), basics.device), basics.tokenizer)
+    return evaluate(rollout, basics.reward, basics.task.eval, config.eval.batch_size, 12)
+
+
+@pytest.mark.parametrize("load_every", [1, 3])
+def test_held_out_evaluation_sees_the_trained_weights(tmp_path, tiny_model_dir, load_every):
+    """Evaluation borrows the producer's engine; it first loads the weights posted last, so step 2's
+    eval is the step-2 policy's even when the producer would not have loaded them yet."""
+    run_dir = tmp_path / "run"
+    rows = run_async(run_dir, tiny_model_dir, "eval.every=1", "checkpoint.every=1", "sft.steps=40", "train.optim.lr=0.01",
+                     f"async_rl.load_every={load_every}", "async_rl.max_staleness=2", "async_rl.queue_size=2",
+                     steps=2)
+    keys = ("eval/accuracy", "eval/reward", "eval/response_length")
+    logged = {r["step"]: {k: r[k] for k in keys} for r in rows if "eval/reward" in r and r["step"] > 0}
+    own = {step: evaluate_policy(tmp_path, tiny_model_dir, run_dir / "checkpoints" / f"step_{step:06d}" / "policy")
+           for step in (1, 2)}
+    assert own[1] != own[2]  # the two policies answer differently
+    assert logged == {1: pytest.approx(own[1]), 2: pytest.approx(own[2])}

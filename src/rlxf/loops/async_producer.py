@@ -14,7 +14,9 @@ batches continuously into a queue.
   wait, plus the ones decoding.
 * Weights. The trainer ``post_weights`` a packed copy (runtime/weight_sync.py); the producer loads the
   newest one between chunks of ``chunk_steps`` decode steps: it pauses the running rows, loads,
-  checks the engine's report and re-prefills them under the new version (partial rollouts). Without
+  checks the engine's report and re-prefills them under the new version (partial rollouts). With
+  ``load_every: k`` it waits until the posted version is ``k`` ahead of the engine's, or until the
+  staleness bound holds up the next batch (fewer re-prefills, older tokens). Without
   ``interruptible`` it stops admitting and loads once the running rows have drained.
 * ``call_rollout`` lends the engine to a caller (held-out evaluation): the producer stops at the next
   chunk boundary and re-prefills its rows afterwards, because the borrower's batches replace the
@@ -75,7 +77,7 @@ class RolloutProducer(threading.Thread):
         self, rollout, score: Callable[[TrajectoryBatch], dict[str, float]], stream: PromptStream,
         prompts_per_step: int, params: SamplingParams, generator: torch.Generator, max_staleness: int,
         queue_size: int, chunk_steps: int, interruptible: bool, first_index: int, checksum: bool = False,
-        admit_below_rows: int | None = None,
+        admit_below_rows: int | None = None, load_every: int = 1,
     ) -> None:
         super().__init__(name="rlxf-rollout-producer", daemon=True)
         self.rollout, self.score, self.stream = rollout, score, stream
@@ -83,6 +85,7 @@ class RolloutProducer(threading.Thread):
         self.max_staleness, self.queue_size = max_staleness, queue_size
         self.chunk_steps, self.interruptible, self.checksum = chunk_steps, interruptible, checksum
         self.admit_below_rows = admit_below_rows  # admit only while at most this many rows decode (None: any)
+        self.load_every = load_every  # versions the posted weights must be ahead before a load
         self.next_index = first_index  # the next batch to admit
         self.taken = first_index - 1  # the last item the trainer took
         self.queue: queue.Queue[ProducedBatch] = queue.Queue()  # bounded by admission (b), not here
@@ -126,11 +129,16 @@ class RolloutProducer(threading.Thread):
 
     @contextmanager
     def borrow(self):
-        """The engine for the caller's own generation; the producer's rows are re-prefilled afterwards."""
+        """The engine for the caller's own generation, holding the weights posted last (a held-out
+        evaluation must see the trained policy, not the one the producer happened to hold); the
+        producer's rows are re-prefilled afterwards."""
         self._borrow_wanted.set()
         with self._engine_lock:
             self._borrow_wanted.clear()
             self._borrowed = True
+            gen = self._generation_for_engine()
+            if self._pending is not None and (self.interruptible or gen.active_rows == 0):
+                self._load_pending(gen)
             yield self.rollout
 
     def stop(self) -> None:
@@ -158,7 +166,7 @@ class RolloutProducer(threading.Thread):
             gen = self._generation_for_engine()
             rebuild = self._borrowed  # a borrower replaced the decoder's cache
             self._borrowed = False
-            if self._pending is not None and (self.interruptible or gen.active_rows == 0):
+            if self._load_due(gen):
                 rebuild |= self._load_pending(gen)
             admitted = []
             while self._admissible(self.next_index):
@@ -185,6 +193,13 @@ class RolloutProducer(threading.Thread):
                 engine.decoder, [], self.params, engine.version, engine.eos_id, engine.pad_id, engine.device
             )
         return self._generation
+
+    def _load_due(self, gen: InterruptibleGeneration) -> bool:
+        pending = self._pending
+        if pending is None or not (self.interruptible or gen.active_rows == 0):
+            return False
+        held_up = self.rollout.version < self.next_index - 1 - self.max_staleness  # the bound stops admission
+        return held_up or pending.version - self.rollout.version >= self.load_every
 
     def _admissible(self, index: int) -> bool:
         if self._stopping.is_set() or index > self.taken + self.queue_size + 1:
@@ -243,7 +258,7 @@ def start_producer(
         rollout, partial(scorer, rollout), PromptStream(rows, seed=seed, position=position), prompts_per_step, params,
         generator, async_cfg.max_staleness, async_cfg.queue_size, async_cfg.chunk_steps,
         async_cfg.interruptible, first_index=first_index, checksum=checksum,
-        admit_below_rows=async_cfg.admit_below_rows,
+        admit_below_rows=async_cfg.admit_below_rows, load_every=async_cfg.load_every,
     )
     producer.start()
     return producer
