@@ -27,8 +27,8 @@ staleness 0 and the bound holds across a resume.
 Where the producer runs: with ``runtime.kind: embedded`` it is a thread of this process and shares
 the GIL with the trainer (little overlap for small models on a CPU); with ``runtime.kind: ray`` it
 runs inside the rollout actor (``runtime.attach``), so generation and training overlap in separate
-processes. Weights go trainer -> driver -> rollout actor. Held-out evaluation borrows the producer's
-engine between chunks. Not supported here: DAPO dynamic sampling, ReMax's greedy baseline,
+processes. Weights go from the trainer's actor to the rollout actor (object store). Held-out evaluation
+borrows the producer's engine between chunks, after loading the weights posted last. Not supported here: DAPO dynamic sampling, ReMax's greedy baseline,
 multi-turn environments. A rollout actor (Ray) or child process (process runtime) that dies is
 restarted and a new producer starts beside it from the last trained step (loops/async_restart.py).
 """
