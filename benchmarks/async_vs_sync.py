@@ -109,6 +109,7 @@ def main() -> None:
     parser.add_argument("--max-staleness", type=int, default=1)
     parser.add_argument("--queue-size", type=int, default=1)
     parser.add_argument("--chunk-steps", type=int, default=8)
+    parser.add_argument("--load-every", type=int, default=1)  # async_rl.load_every
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--sft-steps", type=int, default=300)
@@ -117,7 +118,7 @@ def main() -> None:
     parser.add_argument("--modes", default="rl:embedded,rl:ray,rl_async:ray,rl_async:process")
     args = parser.parse_args()
     async_extra = [f"async_rl.max_staleness={args.max_staleness}", f"async_rl.chunk_steps={args.chunk_steps}",
-                   f"async_rl.queue_size={args.queue_size}"]
+                   f"async_rl.queue_size={args.queue_size}", f"async_rl.load_every={args.load_every}"]
     modes = args.modes.split(",")
     results: dict[str, list[dict]] = {mode: [] for mode in modes}
     with tempfile.TemporaryDirectory() as scratch:
