@@ -137,7 +137,7 @@ class RolloutProducer(threading.Thread):
             self._borrow_wanted.clear()
             self._borrowed = True
             gen = self._generation_for_engine()
-            if self._pending is not None and (self.interruptible or gen.active_rows == 0):
+            if self._may_load(gen):
                 self._load_pending(gen)
             yield self.rollout
 
@@ -194,12 +194,16 @@ class RolloutProducer(threading.Thread):
             )
         return self._generation
 
+    def _may_load(self, gen: InterruptibleGeneration) -> bool:
+        """Weights are waiting and loading them now breaks no sequence (interruptible, or none decoding)."""
+        return self._pending is not None and (self.interruptible or gen.active_rows == 0)
+
     def _load_due(self, gen: InterruptibleGeneration) -> bool:
-        pending = self._pending
-        if pending is None or not (self.interruptible or gen.active_rows == 0):
+        """``_may_load``, and the posted weights are ``load_every`` ahead or the staleness bound needs them."""
+        if not self._may_load(gen):
             return False
         held_up = self.rollout.version < self.next_index - 1 - self.max_staleness  # the bound stops admission
-        return held_up or pending.version - self.rollout.version >= self.load_every
+        return held_up or self._pending.version - self.rollout.version >= self.load_every
 
     def _admissible(self, index: int) -> bool:
         if self._stopping.is_set() or index > self.taken + self.queue_size + 1:
