@@ -53,3 +53,14 @@ def test_adaptive_kl_coefficient_moves(tmp_path, tiny_model_dir):
     # KL far below target: the coefficient shrinks by 20% * 16 samples / 32 each step
     assert rows[0]["policy/kl_coef"] == pytest.approx(0.1 * 0.9)
     assert rows[1]["policy/kl_coef"] == pytest.approx(0.1 * 0.9 * 0.9)
+
+
+def test_bf16_rollouts_for_an_fp32_trainer_are_corrected_by_tis(tmp_path, tiny_model_dir):
+    # fp32 engine: rollout log-probs equal the trainer's up to float noise; a bf16 engine's differ,
+    # and TIS reweights by that measured mismatch
+    fp32 = run_steps(tmp_path / "fp32", tiny_model_dir, "algorithm.tis_level=token")
+    bf16 = run_steps(tmp_path / "bf16", tiny_model_dir, "algorithm.tis_level=token",
+                     "rollout.engine_options.dtype=bfloat16")
+    assert fp32[0]["policy/rollout_log_prob_diff"] < 1e-4
+    assert 1e-4 < bf16[0]["policy/rollout_log_prob_diff"] < 0.1
+    assert bf16[0]["policy/tis_weight_max"] > 1.0 > fp32[0]["policy/tis_weight_max"] - 1e-3

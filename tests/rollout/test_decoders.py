@@ -290,6 +290,22 @@ def test_bf16_close_to_fp32():
         assert (logits - ref[:, t]).abs().max() < 0.1 * ref[:, t].abs().max() + 0.05
 
 
+@pytest.mark.parametrize("prefer", ["llama", "hf"])
+def test_make_decoder_in_another_dtype(prefer):
+    # bf16 rollouts of an fp32 policy: the HF fallback decodes a bf16 copy, the policy stays fp32; both
+    # decoders agree with the bf16 model's own full forward to bf16 rounding
+    model = _tiny("qwen2_bias_gqa")
+    dec = make_decoder(model, prefer=prefer, dtype=torch.bfloat16)
+    assert next(model.parameters()).dtype == torch.float32
+    held = dec.dtype if prefer == "llama" else next(dec.model.parameters()).dtype
+    assert held == torch.bfloat16
+    ids, mask, forced = _batch()
+    ref = _reference(copy.deepcopy(model).to(torch.bfloat16), ids, mask, forced)
+    outs, _ = _run(dec, ids, mask, forced)
+    for t, logits in enumerate(outs):
+        assert (logits - ref[:, t]).abs().max() < 0.02 * ref[:, t].abs().max() + 0.02
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_llama_decoder_matches_hf(dtype):

@@ -37,8 +37,9 @@ def test_a_tensor_larger_than_a_bucket_gets_its_own():
     assert [b.numel() for b in packed.buckets] == [1000, 2]
 
 
-def _roles(tiny_model, tokenizer):
-    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id)
+def _roles(tiny_model, tokenizer, **engine_options):
+    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id,
+                          engine_options)
     rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=64)
     from rlxf.algos import AlgorithmConfig
     from rlxf.config import OptimConfig
@@ -58,17 +59,21 @@ def test_sync_reports_version_and_checksum_matches(tiny_model, tokenizer):
     assert metrics["time/weight_sync_seconds"] >= 0
 
 
-def test_a_stale_engine_is_detected(tiny_model, tokenizer):
-    actor, rollout = _roles(tiny_model, tokenizer)
+@pytest.mark.parametrize("dtype", [None, "bfloat16"])
+def test_a_stale_engine_is_detected(tiny_model, tokenizer, dtype):
+    # a bf16 engine holds the trainer's fp32 weights rounded: the check compares in the engine's dtype
+    actor, rollout = _roles(tiny_model, tokenizer, **({"dtype": dtype} if dtype else {}))
+    sync_weights(actor, rollout, 1, WeightSyncConfig(checksum=True))
+    assert rollout.engine.decoder.dtype == (torch.bfloat16 if dtype else torch.float32)
     with torch.no_grad():
         for p in actor.model.parameters():
             p.add_(0.01)
     # An engine that claims the new version but never copied the weights in (a silent no-op update).
     rollout.engine.update_weights = lambda state_dict, version: setattr(rollout.engine, "version", version)
     with pytest.raises(StaleWeightsError, match="differ from the trainer"):
-        sync_weights(actor, rollout, 1, WeightSyncConfig(checksum=True))
+        sync_weights(actor, rollout, 2, WeightSyncConfig(checksum=True))
     # Without the checksum the version alone passes: that is what the check is for.
-    sync_weights(actor, rollout, 2, WeightSyncConfig(checksum=False))
+    sync_weights(actor, rollout, 3, WeightSyncConfig(checksum=False))
 
 
 def test_an_engine_on_the_wrong_version_is_detected():

@@ -15,19 +15,30 @@ from __future__ import annotations
 
 import torch
 
+from rlxf.models.loading import DTYPES
 from rlxf.rollout.decoders import make_decoder
 from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
 
+def decode_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise ValueError(f"rollout.engine_options.dtype {name!r} is not one of {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
 @ROLLOUT_ENGINES.register("torch")
 class TorchRolloutEngine:
-    def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int) -> None:
+    def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int, dtype: str | None = None) -> None:
+        """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
+        in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
+        at the price of rollout log-probs that differ from the trainer's (``algorithm.tis_level``
+        corrects for that; ``rollout_log_prob_diff`` measures it)."""
         self.model = model
         self.eos_id = eos_id
         self.pad_id = pad_id
         self.version = 0
-        self.decoder = make_decoder(model)
+        self.decoder = make_decoder(model, dtype=None if dtype is None else decode_dtype(dtype))
         self.device = next(model.parameters()).device
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:

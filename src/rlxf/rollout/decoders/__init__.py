@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import logging
+
+import torch
 
 from rlxf.rollout.decoders.base import Decoder, position_ids_from_mask
 from rlxf.rollout.decoders.hf_decoder import HFDecoder
@@ -20,16 +23,21 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def make_decoder(model, *, prefer: str = "auto") -> Decoder:
-    """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``)."""
+def make_decoder(model, *, prefer: str = "auto", dtype: torch.dtype | None = None) -> Decoder:
+    """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``).
+
+    ``dtype`` (default: the model's) is the dtype the decoder computes in. LlamaDecoder holds its own
+    weights anyway; HFDecoder shares the model, so a different dtype costs it a copy of the model."""
     if prefer not in ("auto", "hf", "llama"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
     if prefer != "hf":
         try:
             check_supported(model.config)
-            return LlamaDecoder.from_hf(model)
+            return LlamaDecoder.from_hf(model, dtype=dtype)
         except (NotImplementedError, KeyError, ValueError) as err:
             if prefer == "llama":
                 raise
             logger.info("make_decoder: falling back to HFDecoder (%s)", err)
+    if dtype is not None and dtype != next(model.parameters()).dtype:
+        model = copy.deepcopy(model).to(dtype)
     return HFDecoder(model)
