@@ -19,7 +19,9 @@ Two modes:
 
 Each mode also prints the step's FLOP floor: (2 x params x generated tokens + 6 x params x trained
 tokens + 2 x params x tokens of any extra log-prob pass) / the fp32 matmul FLOP/s measured in this
-process between steps, and the engine-vs-HF-generate throughput on the same batch. Peak resident
+process between steps, and the engine-vs-HF-generate throughput on the same batch (fp32, and bf16
+against HF on a bf16 copy). ``--bf16`` adds a second pair in bf16: TRL with ``bf16=True`` against
+rlxf with bf16 autocast and bf16 rollouts (``rollout.engine_options.dtype``, token TIS). Peak resident
 memory comes from one short subprocess per system (``--only rlxf|trl``), so neither is charged for
 the other's imports.
 """
@@ -27,6 +29,7 @@ the other's imports.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import resource
 import statistics
@@ -50,7 +53,6 @@ from rlxf.rewards.arithmetic import AnswerReward  # noqa: E402
 from rlxf.roles.actor import ActorRole  # noqa: E402
 from rlxf.roles.reward import RewardRole  # noqa: E402
 from rlxf.roles.rollout import RolloutRole  # noqa: E402
-from rlxf.rollout.decoders import LlamaDecoder  # noqa: E402
 from rlxf.rollout.engine import build_engine  # noqa: E402
 from rlxf.rollout.sampling import SamplingParams  # noqa: E402
 from rlxf.train.log_probs import distinct_prompts  # noqa: E402
@@ -102,20 +104,24 @@ def peak_rss_mb() -> float:
 class RlxfGRPO:
     """rlxf's synchronous GRPO step (the stages of ``loops/rl.py``), built from its roles."""
 
-    def __init__(self, model_path: str, args, eos_id: int, rows: list[dict], autocast: str = "none") -> None:
+    def __init__(self, model_path: str, args, eos_id: int, rows: list[dict], bf16: bool = False) -> None:
         self.tokenizer = load_tokenizer(model_path)
         torch.manual_seed(args.seed)
         self.model = load_causal_lm(model_path)
+        # bf16: autocast training and bf16 rollouts of the fp32 weights, their log-prob mismatch
+        # corrected by token-level TIS (the recipe GPU stacks run with a bf16 inference engine)
         cfg = Config.model_validate({
             "threads": args.threads,
-            "rollout": {"n_samples": args.n, "max_new_tokens": args.new},
+            "rollout": {"n_samples": args.n, "max_new_tokens": args.new,
+                        "engine_options": {"dtype": "bfloat16"} if bf16 else {}},
+            "algorithm": {"tis_level": "token"} if bf16 else {},
             "train": {"prompts_per_step": args.prompts, "mini_batch_size": args.prompts * args.n,
                       "micro_batch_size": args.prompts * args.n,
-                      "optim": {"lr": args.lr, "grad_clip": 1.0, "autocast": autocast}},
+                      "optim": {"lr": args.lr, "grad_clip": 1.0, "autocast": "bfloat16" if bf16 else "none"}},
         })
         self.algo = cfg.algorithm
         self.params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)
-        engine = build_engine("torch", self.model, eos_id, self.tokenizer.pad_token_id)
+        engine = build_engine("torch", self.model, eos_id, self.tokenizer.pad_token_id, cfg.rollout.engine_options)
         self.rollout = RolloutRole(engine, self.tokenizer, False, 256)
         self.reward = RewardRole(AnswerReward(), "arithmetic")
         self.actor = ActorRole(self.model, cfg.train.optim, self.algo, args.prompts * args.n,
@@ -167,7 +173,8 @@ class RlxfGRPO:
 class TrlGRPO:
     """TRL's ``GRPOTrainer`` with the same settings; ``run(callback)`` trains all steps."""
 
-    def __init__(self, model_path: str, args, eos_suppressed: bool, rows: list[dict], out_dir: str) -> None:
+    def __init__(self, model_path: str, args, eos_suppressed: bool, rows: list[dict], out_dir: str,
+                 bf16: bool = False) -> None:
         from datasets import Dataset
         from transformers import TrainerCallback
         from trl import GRPOConfig, GRPOTrainer
@@ -197,7 +204,7 @@ class TrlGRPO:
             num_generations=args.n, max_completion_length=args.new, temperature=1.0, top_k=0, top_p=1.0,
             learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
             max_grad_norm=1.0, beta=0.0, num_iterations=1, loss_type="grpo", scale_rewards="group",
-            max_steps=args.warmup + args.steps, bf16=False, dataloader_num_workers=0,
+            max_steps=args.warmup + args.steps, bf16=bf16, dataloader_num_workers=0,
             generation_kwargs={"suppress_tokens": [eos]} if eos_suppressed else None,
         )
         dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
@@ -234,26 +241,25 @@ def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps
     ids, mask = left_pad(prompts, tokenizer.pad_token_id, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
 
-    # Informational: the same engine with its decoder's weights in bf16 (not log-prob-consistent
-    # with an fp32 trainer, so not a default).
-    engine_bf16 = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id)
-    engine_bf16.decoder = LlamaDecoder.from_hf(model, dtype=torch.bfloat16)
+    # The same pair in bf16: the engine's dtype option against HF generate on a bf16 copy of the model.
+    engine_bf16 = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, {"dtype": "bfloat16"})
+    model_bf16 = copy.deepcopy(model).to(torch.bfloat16)
 
-    def ours():
-        engine.generate(prompts, params, gen)
+    def ours(engine):
+        return lambda: engine.generate(prompts, params, gen)
 
-    def ours_bf16():
-        engine_bf16.generate(prompts, params, gen)
+    def hf(model):
+        @torch.inference_mode()
+        def run():
+            model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
+                num_return_sequences=args.n, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                pad_token_id=tokenizer.pad_token_id, use_cache=True,
+            )
+        return run
 
-    @torch.inference_mode()
-    def hf():
-        model.generate(
-            input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
-            num_return_sequences=args.n, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-            pad_token_id=tokenizer.pad_token_id, use_cache=True,
-        )
-
-    candidates = (("rlxf_engine", ours), ("hf_generate", hf), ("rlxf_engine_bf16_decoder", ours_bf16))
+    candidates = (("rlxf_engine", ours(engine)), ("hf_generate", hf(model)),
+                  ("rlxf_engine_bf16", ours(engine_bf16)), ("hf_generate_bf16", hf(model_bf16)))
     seconds = {name: [] for name, _ in candidates}
     for _, fn in candidates:
         fn()
@@ -268,7 +274,8 @@ def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps
         "tokens": tokens,
         "tokens_per_s": {k: round(v) for k, v in speed.items()},
         "rlxf_vs_hf_generate": round(speed["rlxf_engine"] / speed["hf_generate"], 2),
-        "rlxf_bf16_decoder_vs_hf_generate": round(speed["rlxf_engine_bf16_decoder"] / speed["hf_generate"], 2),
+        "bf16_rlxf_vs_bf16_hf_generate": round(speed["rlxf_engine_bf16"] / speed["hf_generate_bf16"], 2),
+        "bf16_rlxf_vs_fp32_hf_generate": round(speed["rlxf_engine_bf16"] / speed["hf_generate"], 2),
     }
 
 
@@ -281,19 +288,22 @@ def run_mode(mode: str, args) -> dict:
     rows = PromptStream(splits.train, seed=0).take(total * args.prompts)
     tokenizer = load_tokenizer(model_path)
     eos_id = tokenizer.eos_token_id if trained else NO_EOS
-    rlxf = RlxfGRPO(model_path, args, eos_id, rows)
-    rlxf_bf16 = RlxfGRPO(model_path, args, eos_id, rows, autocast="bfloat16") if args.bf16 else None
-    with tempfile.TemporaryDirectory() as out_dir:
-        trl = TrlGRPO(model_path, args, eos_suppressed=not trained, rows=rows, out_dir=out_dir)
-        matmul: list[float] = []
+    matmul: list[float] = []
 
-        def between_steps():
-            rlxf.step()
-            if rlxf_bf16 is not None:
-                rlxf_bf16.step()
-            matmul.append(matmul_flops(1024))
+    def run_pair(bf16: bool) -> tuple[RlxfGRPO, TrlGRPO, list[float]]:
+        """rlxf and TRL in the same precision, their steps alternating."""
+        rlxf = RlxfGRPO(model_path, args, eos_id, rows, bf16=bf16)
+        with tempfile.TemporaryDirectory() as out_dir:
+            trl = TrlGRPO(model_path, args, eos_suppressed=not trained, rows=rows, out_dir=out_dir, bf16=bf16)
 
-        trl_seconds = trl.run(between_steps)
+            def between_steps():
+                rlxf.step()
+                matmul.append(matmul_flops(1024))
+
+            return rlxf, trl, trl.run(between_steps)
+
+    rlxf, trl, trl_seconds = run_pair(bf16=False)
+    pair_bf16 = run_pair(bf16=True) if args.bf16 else None
     params = sum(p.numel() for p in rlxf.model.parameters())
     matmul += [matmul_flops(2048, reps=2) for _ in range(2)]
     flops = statistics.median(matmul)
@@ -336,17 +346,25 @@ def run_mode(mode: str, args) -> dict:
         }
         return out
 
-    rlxf_out = rlxf_summary(rlxf)
-    trl_out = summary(
-        trl_seconds, [g for g, _ in trl.step_tokens], [t for _, t in trl.step_tokens], 0, trl.rewards
-    )
+    def trl_summary(system: TrlGRPO, seconds: list[float]) -> dict:
+        return summary(seconds, [g for g, _ in system.step_tokens], [t for _, t in system.step_tokens], 0,
+                       system.rewards)
+
+    rlxf_out, trl_out = rlxf_summary(rlxf), trl_summary(trl, trl_seconds)
     eval_rows = splits.eval
     reward_role = RewardRole(AnswerReward(), "arithmetic")
     evaluated = [(rlxf_out, rlxf.model), (trl_out, trl.model)]
-    extra = {}
-    if rlxf_bf16 is not None:
-        extra["rlxf_bf16_autocast"] = rlxf_summary(rlxf_bf16)
-        evaluated.append((extra["rlxf_bf16_autocast"], rlxf_bf16.model))
+    extra, bf16_ratios = {}, {}
+    if pair_bf16 is not None:
+        # floors and FLOP/s ratios of this pair are still against the fp32 matmul rate
+        extra["rlxf_bf16"], extra["trl_bf16"] = rlxf_summary(pair_bf16[0]), trl_summary(pair_bf16[1], pair_bf16[2])
+        evaluated += [(extra["rlxf_bf16"], pair_bf16[0].model), (extra["trl_bf16"], pair_bf16[1].model)]
+        bf16_ratios = {
+            "bf16_rlxf_speedup_vs_bf16_trl": round(
+                extra["trl_bf16"]["seconds_per_step"] / extra["rlxf_bf16"]["seconds_per_step"], 2),
+            "bf16_rlxf_speedup_vs_fp32_trl": round(
+                trl_out["seconds_per_step"] / extra["rlxf_bf16"]["seconds_per_step"], 2),
+        }
     for out, model in evaluated:
         model.eval()
         role = RolloutRole(build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer, False, 256)
@@ -367,8 +385,7 @@ def run_mode(mode: str, args) -> dict:
             "engine_vs_hf_generate": generation["rlxf_vs_hf_generate"],
             "train_pass_vs_matmul": rlxf_out["train_pass_vs_matmul"],
             "train_pass_vs_matmul_computed_tokens": rlxf_out["train_pass_vs_matmul_computed_tokens"],
-            **({"rlxf_bf16_speedup_vs_trl": round(
-                trl_out["seconds_per_step"] / extra["rlxf_bf16_autocast"]["seconds_per_step"], 2)} if extra else {}),
+            **bf16_ratios,
         },
     }
 
@@ -411,7 +428,8 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=300)
     parser.add_argument("--gen-reps", type=int, default=7)
     parser.add_argument("--no-memory", action="store_true")
-    parser.add_argument("--bf16", action="store_true", help="also run rlxf with optim.autocast=bfloat16")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also run a bf16 pair: TRL bf16=True vs rlxf autocast + bf16 rollouts (TIS)")
     parser.add_argument("--only", choices=["rlxf", "trl"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:

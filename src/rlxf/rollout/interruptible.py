@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import torch
 
-from rlxf.rollout.decoders.base import Decoder
+from rlxf.rollout.decoders.base import Decoder, prefill_expanded
 from rlxf.rollout.engine import Generation, left_pad, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
@@ -248,12 +248,8 @@ class InterruptibleGeneration:
             budget = self.params.max_new_tokens - min(lengths[j] for j in group)
             if i:
                 parts.append(extend(ids, mask, budget, expand))
-                continue
-            logits = self.decoder.prefill(ids, mask, budget)
-            if len(unique) < len(group):
-                self.decoder.keep(expand)
-                logits = logits.index_select(0, expand)
-            parts.append(logits)
+            else:
+                parts.append(prefill_expanded(self.decoder, ids, mask, budget, expand if len(unique) < len(group) else None))
         self.active = rows[torch.tensor([j for group in groups for j in group], device=self.device)]
         self.logits = parts[0] if len(parts) == 1 else torch.cat(parts)
 

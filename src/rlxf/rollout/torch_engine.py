@@ -17,6 +17,7 @@ import torch
 
 from rlxf.models.loading import DTYPES
 from rlxf.rollout.decoders import make_decoder
+from rlxf.rollout.decoders.base import prefill_expanded
 from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
@@ -58,11 +59,9 @@ class TorchRolloutEngine:
         stopped = torch.zeros(total, dtype=torch.bool, device=self.device)
         active = torch.arange(total, device=self.device)
 
-        logits = self.decoder.prefill(ids, mask, budget)
-        if params.n > 1:  # row i * n + j is sample j of prompt i
-            rows = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n)
-            self.decoder.keep(rows)
-            logits = logits.index_select(0, rows)
+        # row i * n + j is sample j of prompt i
+        expand = torch.arange(len(prompts), device=self.device).repeat_interleave(params.n) if params.n > 1 else None
+        logits = prefill_expanded(self.decoder, ids, mask, budget, expand)
         for step in range(budget):
             tokens, logp = sample_tokens(logits, params, generator)
             if len(active) == total:  # nothing finished yet: plain column writes

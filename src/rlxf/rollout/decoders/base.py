@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-__all__ = ["Decoder", "as_row_index", "position_ids_from_mask"]
+__all__ = ["Decoder", "as_row_index", "position_ids_from_mask", "prefill_expanded"]
 
 
 @runtime_checkable
@@ -48,3 +48,15 @@ def as_row_index(rows, device: torch.device) -> Tensor:
     if rows.dtype == torch.bool:
         rows = rows.nonzero().squeeze(1)
     return rows.to(torch.long).view(-1)
+
+
+def prefill_expanded(
+    decoder: Decoder, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int, expand: Tensor | None = None
+) -> Tensor:
+    """``prefill``, then (optionally) repeat its rows: ``expand`` [rows] names the prompt of each row, so
+    the ``n`` samples of a prompt share one prefill and their KV cache starts as copies of its."""
+    logits = decoder.prefill(input_ids, attention_mask, max_new_tokens)
+    if expand is None:
+        return logits
+    decoder.keep(expand)
+    return logits.index_select(0, as_row_index(expand, logits.device))
