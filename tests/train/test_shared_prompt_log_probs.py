@@ -4,13 +4,14 @@ full forward in logits and gradients; the bf16 autocast switch of the train engi
 import copy
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlxf.config import OptimConfig
 from rlxf.rollout.engine import build_engine, left_pad
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.train import log_probs
 from rlxf.train.engine import TrainEngine
-from rlxf.train.precision import autocast
+from rlxf.train.precision import CPU_AUTOCAST_ATTENTION, autocast
 
 
 def test_distinct_prompts_finds_each_prompt_once():
@@ -61,12 +62,12 @@ def test_distinct_prompts_fall_back_to_the_full_forward(tiny_model, tokenizer):
 
 
 def test_autocast_switch(tiny_model):
-    assert not torch.is_autocast_enabled("cpu")
-    with autocast(tiny_model, "none"):
-        assert not torch.is_autocast_enabled("cpu")
-    with autocast(tiny_model, "bfloat16"):
-        assert torch.is_autocast_enabled("cpu")
     model = copy.deepcopy(tiny_model)
+    assert not torch.is_autocast_enabled("cpu")
+    with autocast(model, "none"):
+        assert not torch.is_autocast_enabled("cpu")
+    with autocast(model, "bfloat16"):
+        assert torch.is_autocast_enabled("cpu")
     engine = TrainEngine(model, OptimConfig(lr=1e-3, autocast="bfloat16"))
     ids = torch.arange(3, 11).view(1, 8)
 
@@ -96,3 +97,40 @@ def test_generic_decoder_expands_shared_prefill(tiny_model, tokenizer):
     with torch.no_grad():
         full, _ = sequence_log_probs(tiny_model, prompt_ids, prompt_mask, gen.response_ids, gen.response_mask, 0.7)
     assert torch.allclose(full, gen.log_probs, atol=1e-4)
+
+
+class _AttentionDtypes(TorchDispatchMode):
+    """Records the query dtype of every SDPA kernel call (the mode sees ops after autocast's casts)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if "scaled_dot_product" in func.__name__:
+            self.seen.append(args[0].dtype)
+        return func(*args, **(kwargs or {}))
+
+
+def test_cpu_autocast_keeps_attention_in_fp32_and_padding_masked(tiny_model, tokenizer):
+    model = copy.deepcopy(tiny_model)
+    prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ["12+3=", "7+8=", "100+5="]]
+    ids, mask = left_pad(prompts, tokenizer.pad_token_id, "cpu")  # rows 0 and 1 have left pads
+    real = mask.bool()
+
+    def token_log_probs():
+        with torch.no_grad(), _AttentionDtypes() as dtypes:
+            logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        return logits.log_softmax(-1), dtypes.seen
+
+    before, seen = token_log_probs()
+    assert seen and set(seen) == {torch.float32}
+    with autocast(model, "bfloat16"):
+        mixed, seen = token_log_probs()
+    # the projections ran in bf16 (the log-probs moved), attention in fp32
+    assert model.config._attn_implementation == CPU_AUTOCAST_ATTENTION
+    assert seen and set(seen) == {torch.float32}
+    assert 0 < (mixed[real] - before[real]).abs().max() < 0.05
+    # and the switch changed nothing outside autocast: the pads are still masked
+    after, _ = token_log_probs()
+    torch.testing.assert_close(after[real], before[real], atol=1e-6, rtol=0)
