@@ -11,8 +11,9 @@ Design notes
   slice ``[:cur + 1]`` of the cache, so future slots never need masking and the mask never changes per step.
 - Decode attention uses the GQA "query folding" trick: with one query token, the ``g = nh / nkv`` query heads that
   share a kv head are folded into the query-length axis ([B, nkv, g, hd]), so SDPA runs without repeating K/V.
-  On the CPU the decode step uses two batched matmuls instead of SDPA (one query over a short cache: ~1.2x faster
-  in fp32, ~2-4x in bf16, where the softmax then runs in fp32 as in HF's eager attention); prefill always uses SDPA.
+  On the CPU the decode step uses two batched fp32 matmuls instead of SDPA (one query over a short cache: ~1.2x
+  faster), and the KV cache is fp32 there even for bf16 weights (half-precision bmm over many tiny matrices is
+  slower on the CPU, and it copies cache slices); prefill always uses SDPA.
 - RoPE is applied to q and k together with one ``roll`` (rotate_half(x) * sin == x.roll(hd/2) * sign * sin).
 - Prefill is packed: projections and MLPs run on the real (non-pad) tokens only, and the last layer runs attention
   output / o_proj / MLP for the last token of each row only (its K/V for all tokens still go to the cache).
@@ -190,6 +191,10 @@ class LlamaDecoder:
 
         self._scale = hd**-0.5
         self._matmul_attention = self.device.type == "cpu"
+        # CPU: the KV cache (and so decode attention) is fp32 whatever the weights' dtype: half-precision
+        # batched matmuls over many tiny per-row matrices are slower there than fp32 ones, and copy
+        # non-contiguous cache slices. The projections and MLP still run in ``dtype``.
+        self._kv_dtype = torch.float32 if self._matmul_attention else self.dtype
         # per-generation state: the KV caches of the rows being decoded (set by prefill, grown by extend)
         self.cohorts: list[KVCohort] = []
 
@@ -304,7 +309,7 @@ class LlamaDecoder:
         C = nh + 2 * nkv
         self._ensure_rope(L)
         # slots >= cur are never read (step attends over [:cur + 1]), so the cache needs no zeroing
-        cache = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self.dtype)
+        cache = torch.empty(self.n_layers, 2, B, nkv, L, hd, device=dev, dtype=self._kv_dtype)
 
         pos = position_ids_from_mask(am)  # [B, P]
         # Packed prefill: projections / MLP run on the real tokens only ([N, H]); only attention uses the padded
@@ -363,7 +368,7 @@ class LlamaDecoder:
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = F.linear(self._rms(x, self.norm), self.lm_head).float()  # x is [B, H] here
 
-        step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self.dtype)
+        step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self._kv_dtype)
         step_mask[:, 0, 0, :P].masked_fill_(~am, float("-inf"))
         return KVCohort(cache, pos[:, -1] + 1, step_mask, cur=P), logits
 
@@ -417,16 +422,10 @@ class LlamaDecoder:
             mask = cohort.step_mask[..., : c + 1]  # [b, 1, 1, c+1], broadcast over (nkv, g)
             q = qk[rows, :nh].view(-1, nkv, nh // nkv, hd)  # fold the query heads of each kv group
             if self._matmul_attention:
-                # CPU: for one query over a short cache two batched matmuls beat SDPA's flash kernel (fp32
-                # ~1.2x, bf16 ~2-4x at the tiny model's shapes); scale 1/sqrt(hd) as SDPA's default. Half
-                # precision takes its softmax in fp32, as HF's eager attention does.
-                if self.dtype == torch.float32:
-                    scores = torch.matmul(q, kv_l[0].transpose(-1, -2))
-                else:  # K @ q^T: half-precision bmm copies a transposed cache slice, a row-major one it reads
-                    scores = torch.matmul(kv_l[0], q.transpose(-1, -2)).transpose(-1, -2)
-                scores = scores.mul_(self._scale).add_(mask)
-                probs = scores.softmax(-1, dtype=torch.float32).to(scores.dtype)
-                outs.append(torch.matmul(probs, kv_l[1]))
+                # CPU: for one query over a short cache two batched fp32 matmuls beat SDPA's flash kernel
+                # (~1.2x at the tiny model's shapes); scale 1/sqrt(hd) as SDPA's default.
+                scores = torch.matmul(q.to(self._kv_dtype), kv_l[0].transpose(-1, -2)).mul_(self._scale).add_(mask)
+                outs.append(torch.matmul(scores.softmax(-1), kv_l[1]).to(self.dtype))
             else:
                 outs.append(F.scaled_dot_product_attention(q, kv_l[0], kv_l[1], attn_mask=mask))
         return outs[0] if len(outs) == 1 else torch.cat(outs)
