@@ -51,10 +51,18 @@ def save_optimizer_state(state: dict, scheduler, out_dir: Path, name: str) -> No
     (Path(out_dir) / f"{name}.optimizer.json").write_text(json.dumps(meta))
 
 
-def read_optimizer_state(in_dir: Path, name: str) -> tuple[dict, dict]:
-    """(optimizer state dict keyed by parameter index, scheduler state)."""
+# How the optimizer runs is the loading engine's choice, not the checkpoint's: a single-process
+# checkpoint (fused kernel) resumes in a sharded engine (foreach kernel), and the other way round.
+KERNEL_OPTIONS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def read_optimizer_state(in_dir: Path, name: str, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """(optimizer state dict keyed by parameter index, scheduler state); the param groups keep
+    ``optimizer``'s kernel options."""
     tensors = load_file(str(Path(in_dir) / f"{name}.optimizer.safetensors"))
     meta = json.loads((Path(in_dir) / f"{name}.optimizer.json").read_text())
+    for saved, current in zip(meta["param_groups"], optimizer.param_groups):
+        saved.update({key: current[key] for key in KERNEL_OPTIONS if key in current})
     state: dict[int, dict] = {}
     for key, value in tensors.items():
         index, slot = key.split(".", 1)
@@ -63,7 +71,7 @@ def read_optimizer_state(in_dir: Path, name: str) -> tuple[dict, dict]:
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, scheduler, in_dir: Path, name: str) -> None:
-    state, scheduler_state = read_optimizer_state(in_dir, name)
+    state, scheduler_state = read_optimizer_state(in_dir, name, optimizer)
     optimizer.load_state_dict(state)
     scheduler.load_state_dict(scheduler_state)
 

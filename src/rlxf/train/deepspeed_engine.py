@@ -182,7 +182,7 @@ class DeepSpeedTrainEngine(TrainEngine):
     def load_state(self, in_dir, name: str) -> None:
         from deepspeed.utils import safe_set_full_optimizer_state
 
-        indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name)
+        indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name, self.optimizer)
         if len(indexed["param_groups"]) != 1 or len(indexed["param_groups"][0]["params"]) != len(self.params):
             raise ValueError(f"{in_dir}/{name}: optimizer checkpoint does not match this model's parameters")
         saved_group = indexed["param_groups"][0]

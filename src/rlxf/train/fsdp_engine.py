@@ -90,7 +90,7 @@ class FSDP2TrainEngine(TrainEngine):
         dist.barrier()
 
     def load_state(self, in_dir, name: str) -> None:
-        indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name)
+        indexed, scheduler_state = ckpt.read_optimizer_state(in_dir, name, self.optimizer)
         self.scheduler.load_state_dict(scheduler_state)
         if not indexed["state"]:  # saved before the first step: nothing to load (and see save_state)
             return
