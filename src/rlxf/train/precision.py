@@ -2,7 +2,7 @@
 
 ``optim.autocast: bfloat16`` runs the forward (and so the backward) matmuls in bf16 while the
 weights, gradients and optimizer state stay in the model's dtype. It pays where the hardware has
-fast bf16 matmuls (GPUs; CPUs with AVX-512 BF16/AMX: about 1.2x on the tiny model's train pass on
+fast bf16 matmuls (GPUs; CPUs with AVX-512 BF16/AMX: about 1.7x on the tiny model's train pass on
 this kind of machine). The price is log-prob consistency: the trainer's log-probs then differ from an
 fp32 rollout engine's by about 1e-2, which matters only to corrections that compare the two
 (truncated importance sampling); on-policy GRPO/PPO ratios use the trainer's own log-probs.
