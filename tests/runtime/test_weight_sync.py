@@ -80,3 +80,8 @@ def test_an_engine_on_the_wrong_version_is_detected():
     packed = pack_weights({"w": torch.zeros(2)}, version=5, bucket_bytes=1024)
     with pytest.raises(StaleWeightsError, match="holds policy version 4"):
         check_report(packed, {"version": 4})
+
+
+def test_an_unknown_engine_dtype_is_named(tiny_model, tokenizer):
+    with pytest.raises(ValueError, match=r"rollout.engine_options.dtype 'bf16' is not one of float32, bfloat16"):
+        build_engine("torch", tiny_model, tokenizer.eos_token_id, tokenizer.pad_token_id, {"dtype": "bf16"})
