@@ -20,10 +20,10 @@ Two modes:
 Each mode also prints the step's FLOP floor: (2 x params x generated tokens + 6 x params x trained
 tokens + 2 x params x tokens of any extra log-prob pass) / the fp32 matmul FLOP/s measured in this
 process between steps, and the engine-vs-HF-generate throughput on the same batch (fp32, and bf16
-against HF on a bf16 copy). ``--bf16`` adds a second pair in bf16: TRL with ``bf16=True`` against
-rlxf with bf16 autocast and bf16 rollouts (``rollout.engine_options.dtype``, token TIS). Peak resident
-memory comes from one short subprocess per system (``--only rlxf|trl``), so neither is charged for
-the other's imports.
+against HF on a bf16 copy) with the fp32 ceiling of any engine: matmul FLOP/s / (2 x params).
+``--bf16`` adds a second pair in bf16: TRL with ``bf16=True`` against rlxf with bf16 autocast and
+bf16 rollouts (``rollout.engine_options.dtype``, token TIS). Peak resident memory comes from one
+short subprocess per system (``--only rlxf|trl``), so neither is charged for the other's imports.
 """
 
 from __future__ import annotations
@@ -371,6 +371,10 @@ def run_mode(mode: str, args) -> dict:
         out["held_out_accuracy"] = evaluate(role, reward_role, eval_rows, 256, 8)["eval/accuracy"]
     prompts = [tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in rows[: args.prompts]]
     generation = hf_generate_vs_engine(rlxf.model, tokenizer, prompts, args, reps=args.gen_reps)
+    # What no fp32 engine can beat here: every generated token costs at least 2 x params FLOPs of matmul
+    ceiling = flops / (2 * params)
+    generation["fp32_ceiling_tokens_per_s"] = round(ceiling)
+    generation["fp32_ceiling_vs_hf_generate"] = round(ceiling / generation["tokens_per_s"]["hf_generate"], 2)
     return {
         "model": "tiny-sft" if trained else "tiny (untrained, EOS disabled)",
         "samples_per_system": total * args.prompts * args.n,
