@@ -53,3 +53,28 @@ def test_token_budget_micro_batches_give_the_row_micro_batches_update(tiny_model
     assert abs(loss_rows - loss_tokens) < 1e-6
     for name in rows:
         torch.testing.assert_close(rows[name], tokens[name], atol=1e-6, rtol=0)
+
+
+def _first_loss(role, batch) -> float:
+    """The loss of the role's first optimizer step (computed before the weights move)."""
+    return role.update(batch, torch.Generator().manual_seed(0))[0]["loss"]
+
+
+def test_actor_and_critic_divide_by_the_generation_budget(tiny_model, tokenizer):
+    """Dr. GRPO (seq_mean_token_sum_norm): doubling the budget halves the loss, whatever the batch's width."""
+    from rlxf.models.value_head import ValueModel
+    from rlxf.roles.critic import CriticRole
+
+    batch, _ = rewarded_groups(copy.deepcopy(tiny_model), tokenizer, ["1+2=", "4+4="], 4)
+    algo = AlgorithmConfig(name="ppo", loss_aggregation="seq_mean_token_sum_norm")
+    width = batch.response_ids.shape[1]
+    losses = {}
+    for budget in (width, 2 * width):
+        actor = ActorRole(copy.deepcopy(tiny_model), OptimConfig(lr=1e-3), algo, 8, 8, 1.0, max_response_len=budget)
+        critic = CriticRole(ValueModel(copy.deepcopy(tiny_model).requires_grad_(True)), OptimConfig(lr=1e-3), algo,
+                            8, 8, max_response_len=budget)
+        batch.values = critic.compute_values(batch)
+        losses[budget] = (_first_loss(actor, batch), _first_loss(critic, batch))
+    (actor_1, critic_1), (actor_2, critic_2) = losses[width], losses[2 * width]
+    assert abs(actor_2 - actor_1 / 2) < 1e-6 * max(1.0, abs(actor_1)) and actor_1 != 0
+    assert abs(critic_2 - critic_1 / 2) < 1e-6 * max(1.0, abs(critic_1)) and critic_1 > 0

@@ -20,7 +20,15 @@ from rlxf.config import Config, dump_config
 from rlxf.eval.accuracy import evaluate
 from rlxf.loops.run_dir import prepare_run_dir
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
-from rlxf.loops.setup import Basics, build_basics, build_rollout, frozen_copy, load_policy, sampling_params
+from rlxf.loops.setup import (
+    Basics,
+    build_basics,
+    build_rollout,
+    frozen_copy,
+    generation_budget,
+    load_policy,
+    sampling_params,
+)
 from rlxf.loops.sft import run_sft
 from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
@@ -131,7 +139,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     # With train.world_size > 1 the Ray runtime places N ranks behind one group proxy (runtime/group_proxy.py).
     actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
                           config.rollout.temperature, backend=tcfg.backend, engine_options=tcfg.engine_options(),
-                          micro_batch_tokens=tcfg.micro_batch_tokens)
+                          micro_batch_tokens=tcfg.micro_batch_tokens, max_response_len=generation_budget(config))
     critic = None
     if algo.use_critic:
         critic_lm = load_policy(config, config.model.critic_path, basics.device) if config.model.critic_path else frozen_copy(policy)
@@ -140,6 +148,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
             ValueModel(critic_lm.requires_grad_(True)).to(basics.device), tcfg.critic_optim, algo,
             tcfg.mini_batch_size, tcfg.micro_batch_size, backend=tcfg.backend,
             engine_options=tcfg.engine_options(), micro_batch_tokens=tcfg.micro_batch_tokens,
+            max_response_len=generation_budget(config),
         )
     sample_gen = torch.Generator(device=basics.device).manual_seed(config.seed)
     shuffle_gen = torch.Generator().manual_seed(config.seed + 1)

@@ -89,6 +89,12 @@ def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model).eval().requires_grad_(False)
 
 
+def generation_budget(config: Config) -> int:
+    """The most response tokens a trajectory can have: the environment's budget for multi-turn rollouts,
+    else ``rollout.max_new_tokens`` (Dr. GRPO's constant length, ``seq_mean_token_sum_norm``)."""
+    return config.env.max_total_tokens if config.env.name else config.rollout.max_new_tokens
+
+
 def sampling_params(config: Config) -> SamplingParams:
     r = config.rollout
     return SamplingParams(

@@ -21,6 +21,7 @@ class ActorRole:
         self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, temperature: float, backend: str = "single",
         engine_options: dict | None = None, micro_batch_tokens: int | None = None,
+        max_response_len: int | None = None,
     ) -> None:
         self.model = model
         # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
@@ -30,6 +31,7 @@ class ActorRole:
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
         self.micro_batch_tokens = micro_batch_tokens  # update micro-batches by padded tokens (train/micro_batches.py)
+        self.max_response_len = max_response_len  # the generation budget: Dr. GRPO's constant (ppo_update)
         self.temperature = temperature or 1.0
 
     def compute_log_probs(self, batch: TrajectoryBatch) -> torch.Tensor:
@@ -57,7 +59,7 @@ class ActorRole:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""
         return ppo_update(
             self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss,
-            self.shard, self.micro_batch_tokens,
+            self.shard, self.micro_batch_tokens, self.max_response_len,
         )
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:

@@ -31,6 +31,7 @@ class CriticRole:
         self, model: ValueModel, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, backend: str = "single",
         engine_options: dict | None = None, micro_batch_tokens: int | None = None,
+        max_response_len: int | None = None,
     ) -> None:
         self.model = model
         # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
@@ -40,6 +41,7 @@ class CriticRole:
         self.mini_batch_size = mini_batch_size
         self.micro_batch_size = micro_batch_size
         self.micro_batch_tokens = micro_batch_tokens  # update micro-batches by padded tokens (train/micro_batches.py)
+        self.max_response_len = max_response_len  # the generation budget: Dr. GRPO's constant (ppo_update)
 
     @torch.no_grad()
     def compute_values(self, batch: TrajectoryBatch) -> torch.Tensor:
@@ -54,7 +56,7 @@ class CriticRole:
         """PPO epochs over mini-batches; one metrics dict per optimizer step."""
         return ppo_update(
             self.engine, batch, self.mini_batch_size, self.micro_batch_size, self.algo.ppo_epochs, generator, self._loss,
-            self.shard, self.micro_batch_tokens,
+            self.shard, self.micro_batch_tokens, self.max_response_len,
         )
 
     def save_checkpoint(self, out_dir: Path) -> None:

@@ -24,7 +24,7 @@ def ppo_mini_batches(
 def ppo_update(
     engine, batch: TrajectoryBatch, mini_batch_size: int, micro_batch_size: int, epochs: int,
     generator: torch.Generator, loss_of: Callable[..., tuple[torch.Tensor, dict[str, float]]],
-    shard: DataShard = WHOLE, micro_batch_tokens: int | None = None,
+    shard: DataShard = WHOLE, micro_batch_tokens: int | None = None, max_response_len: int | None = None,
 ) -> list[dict[str, float]]:
     """PPO epochs over shuffled mini-batches: one optimizer step of ``engine`` per mini-batch.
 
@@ -33,7 +33,12 @@ def ppo_update(
     ``micro_batch_tokens`` sizes micro-batches by padded tokens instead of rows (single process).
     Data-parallel ranks pass their ``shard``: every rank draws the same global mini-batches and
     trains on its slice of each, normalised by the global counts (train/data_parallel.py).
+    ``max_response_len`` is the generation budget (``rollout.max_new_tokens``, or the environment's
+    ``env.max_total_tokens``): the constant of ``seq_mean_token_sum_norm`` (Dr. GRPO). The engines pad
+    only to the batch's longest response, so that width would change the step size from batch to
+    batch; None falls back to it (callers without a budget, e.g. a hand-built batch).
     """
+    constant_len = max_response_len if max_response_len is not None else batch.response_ids.shape[1]
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
         # Sorted by response length, so a long-tailed mini-batch pads its few long responses together
@@ -41,7 +46,7 @@ def ppo_update(
         # are the single process's micro-batches.
         mini = mini.select(torch.argsort(mini.response_lengths, stable=True))
         local = shard.rows(mini, micro_batch_size)
-        normaliser = shard.normaliser(local.loss_mask, max_response_len=batch.response_ids.shape[1])
+        normaliser = shard.normaliser(local.loss_mask, max_response_len=constant_len)
         # Every rank holds the same number of rows, so each runs the same number of micro-batches; a
         # token budget would give ranks different counts, so data-parallel ranks split by rows.
         micros = micro_batches(local, micro_batch_size, micro_batch_tokens if shard.world_size == 1 else None)
