@@ -46,6 +46,8 @@ class AlgorithmConfig(BaseModel):
     kl_in_reward: bool = Field(None, description="True: per-token penalty in the reward; False: term in the loss")
     kl_target: float | None = Field(None, gt=0, description="adaptive KL target (sequence KL); None: fixed coef")
     kl_horizon: int = Field(None, gt=0, description="adaptive KL horizon, in samples")
+    # Not from a preset: on for all of them (None: off). veRL clamps its k3 the same way.
+    kl_cap: float | None = Field(10.0, gt=0, description="per-token KL estimate clamped to [-kl_cap, kl_cap]")
 
     entropy_coef: float = Field(None, description="entropy bonus coefficient (subtracted from the loss)")
 

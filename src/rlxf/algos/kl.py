@@ -9,6 +9,11 @@ Estimators follow Schulman, "Approximating KL divergence" (2020). With ``log_rat
   always >= 0, low variance (GRPO's choice for the KL in the loss).
 
 The log-ratio is clamped to [-20, 20] before ``exp`` so a single extreme token cannot overflow.
+
+**Cap** (``AlgorithmConfig.kl_cap``, 10 by default; None = off): every estimate is clamped to
+``[-kl_cap, kl_cap]`` per token, as veRL clamps its ``low_var_kl`` (k3). Without it one token with
+``|log p/q|`` near 20 gives a k3 of ~4.9e8 (and a gradient as large) that swamps the whole batch's loss.
+Beyond the cap a token's KL term is constant: it adds ``kl_coef * kl_cap`` and no gradient.
 """
 
 from __future__ import annotations
@@ -49,9 +54,13 @@ def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
     return ref_minus_policy.exp() - ref_minus_policy - 1.0
 
 
-def kl_per_token(estimator: str, log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
-    """[B, R] the per-token KL estimate named ``estimator`` (a ``KL_ESTIMATORS`` name)."""
-    return KL_ESTIMATORS.get(estimator)(log_probs, ref_log_probs)
+def kl_per_token(
+    estimator: str, log_probs: torch.Tensor, ref_log_probs: torch.Tensor, cap: float | None = None
+) -> torch.Tensor:
+    """[B, R] the per-token KL estimate named ``estimator`` (a ``KL_ESTIMATORS`` name), clamped to
+    ``[-cap, cap]`` when ``cap`` is given (``AlgorithmConfig.kl_cap``)."""
+    kl = KL_ESTIMATORS.get(estimator)(log_probs, ref_log_probs)
+    return kl if cap is None else kl.clamp(-cap, cap)
 
 
 def apply_kl_to_rewards(
@@ -69,7 +78,7 @@ def apply_kl_to_rewards(
     summed KL — the sequence-level KL an :class:`AdaptiveKLController` targets.
     """
     with torch.no_grad():
-        kl = masked_fill_zero(kl_per_token(cfg.kl_estimator, log_probs, ref_log_probs), mask)
+        kl = masked_fill_zero(kl_per_token(cfg.kl_estimator, log_probs, ref_log_probs, cfg.kl_cap), mask)
         per_row = masked_sum(kl, mask, dim=1)
         rows = (mask.sum(dim=1) > 0).sum().clamp(min=1)
         mean_kl = float(per_row.sum() / rows)

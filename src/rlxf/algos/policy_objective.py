@@ -5,8 +5,8 @@
 * ``surrogate`` — the per-token loss of ``cfg.policy_loss`` (``POLICY_LOSSES``);
 * ``w``         — truncated importance-sampling weights (``cfg.tis_level``), when rollout log-probs
   are given; 1 otherwise;
-* ``kl``        — ``cfg.kl_estimator`` of policy vs reference, only when ``ref_log_probs`` is given
-  and the KL is not already in the reward (``kl_in_reward=False``);
+* ``kl``        — ``cfg.kl_estimator`` of policy vs reference, capped per token at ``cfg.kl_cap``; only
+  when ``ref_log_probs`` is given and the KL is not already in the reward (``kl_in_reward=False``);
 * ``entropy``   — the policy's per-token entropy, when given;
 * ``agg``       — :func:`aggregate_loss` with ``cfg.loss_aggregation`` and the mini-batch normaliser,
   so the returned value is this micro-batch's share of the mini-batch loss.
@@ -67,7 +67,7 @@ def policy_loss(
 
     coef = cfg.kl_coef if kl_coef is None else kl_coef
     if ref_log_probs is not None and not cfg.kl_in_reward:
-        kl = kl_per_token(cfg.kl_estimator, log_probs, ref_log_probs)
+        kl = kl_per_token(cfg.kl_estimator, log_probs, ref_log_probs, cfg.kl_cap)
         kl_loss = aggregate_loss(kl, mask, agg, normaliser)
         loss = loss + coef * kl_loss
         metrics["kl"] = float(masked_mean(kl.detach(), mask))

@@ -68,7 +68,7 @@ def train_on_batch(
     if reference is not None:
         with timer("ref_log_probs"):
             batch.ref_log_probs = reference.compute_log_probs(batch)
-        kl = masked_mean(kl_per_token(algo.kl_estimator, batch.rollout_log_probs, batch.ref_log_probs), mask)
+        kl = masked_mean(kl_per_token(algo.kl_estimator, batch.rollout_log_probs, batch.ref_log_probs, algo.kl_cap), mask)
         metrics["policy/kl"] = float(kl)
     if not on_policy_reuse:
         with timer("old_log_probs"):
