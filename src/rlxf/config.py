@@ -13,6 +13,7 @@ Batch sizes are counted in *trajectories* (one prompt + one response) unless the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -175,7 +176,7 @@ class Config(Section):
     loop: str = "rl"  # the controller: rl (synchronous on-policy), sft, dpo, reward_model; see rlxf.loops.LOOPS
     seed: int = 0
     run_dir: str = "runs/default"
-    threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = leave torch's default
+    threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = half the cores, at least 1 (loops/setup.default_threads)
     model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -239,6 +240,79 @@ class Config(Section):
                 "every rank trains on an equal slice of each mini-batch"
             )
         return self
+
+
+    @model_validator(mode="after")
+    def _settings_work_together(self) -> Config:
+        """loop x rollout engine x runtime x train backend (and the loop's other needs), at load: a run
+        must not load, evaluate and then die on a pair it cannot run (rlxf.loops.LOOP_NEEDS)."""
+        from rlxf.loops import LOOP_NEEDS
+        from rlxf.rollout.engine import ROLLOUT_ENGINES
+        from rlxf.runtime import RUNTIMES
+
+        for key, value, registry in (("rollout.engine", self.rollout.engine, ROLLOUT_ENGINES),
+                                     ("runtime.kind", self.runtime.kind, RUNTIMES)):
+            if value not in registry.names():
+                raise ValueError(f"unknown {key} {value!r}; known: {registry.names()}")
+        needs = LOOP_NEEDS.get(self.loop)
+        for refusal in _LOOP_REFUSALS if needs else ():
+            problem = refusal(self, needs)
+            if problem:
+                raise ValueError(f"loop={self.loop} {problem}" + (f": {needs.why}" if needs.why else ""))
+        return self
+
+
+def _missing_engine_capabilities(config: Config, needs) -> str | None:
+    from rlxf.rollout.engine import ROLLOUT_ENGINES, engine_capabilities
+
+    have = engine_capabilities(config.rollout.engine)
+    missing = needs.rollout_capabilities - have
+    if not missing:
+        return None
+    able = [name for name in ROLLOUT_ENGINES.names() if needs.rollout_capabilities <= engine_capabilities(name)]
+    return (f"needs a rollout engine that is {', '.join(sorted(missing))}; rollout.engine={config.rollout.engine} "
+            f"is not (use rollout.engine={' or '.join(able)})")
+
+
+def _unsupported_choice(key: str, allowed_of) -> Callable[[Config, Any], str | None]:
+    """A refusal of ``key``'s value (a dotted config path) when the loop's needs name the values it runs with."""
+
+    def refuse(config: Config, needs) -> str | None:
+        allowed, value = allowed_of(needs), _dotted(config, key)
+        if allowed is None or value in allowed:
+            return None
+        return f"runs only with {key} in {sorted(allowed)}; {key}={value} is not supported"
+
+    return refuse
+
+
+def _unsupported_feature(key: str, supported_of, in_use) -> Callable[[Config, Any], str | None]:
+    def refuse(config: Config, needs) -> str | None:
+        if supported_of(needs) or not in_use(config):
+            return None
+        return f"does not support {key}={_dotted(config, key)}"
+
+    return refuse
+
+
+def _dotted(config: Config, key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        node = getattr(node, part)
+    return node
+
+
+# Each returns what is wrong with the config for the loop's LoopNeeds, or None.
+_LOOP_REFUSALS: tuple[Callable[[Config, Any], str | None], ...] = (
+    _missing_engine_capabilities,
+    _unsupported_choice("runtime.kind", lambda needs: needs.runtimes),
+    _unsupported_choice("train.backend", lambda needs: needs.backends),
+    _unsupported_feature("env.name", lambda needs: needs.multi_turn, lambda c: c.env.name is not None),
+    _unsupported_feature("algorithm.dynamic_sampling", lambda needs: needs.dynamic_sampling,
+                         lambda c: c.algorithm.dynamic_sampling),
+    _unsupported_feature("algorithm.advantage_estimator", lambda needs: needs.greedy_baseline,
+                         lambda c: c.algorithm.needs_greedy_baseline),
+)
 
 
 class ConfigError(ValueError):

@@ -275,5 +275,8 @@ def test_glue_sleep_needs_sleep_mode_and_async_loop_is_refused(fake_vllm, policy
     engine = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
     with pytest.raises(RuntimeError, match="enable_sleep_mode"):
         engine.sleep()
-    with pytest.raises(AttributeError, match="rl_async"):
-        engine.decoder  # noqa: B018
+    assert engine.capabilities == frozenset()  # not interruptible: loop rl_async refuses it at config load
+    from rlxf.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match=r"loop=rl_async.*rollout\.engine=vllm"):
+        load_config(None, ["loop=rl_async", "rollout.engine=vllm"])

@@ -19,6 +19,7 @@ from rlxf.algos.policy_losses import POLICY_LOSSES
 from rlxf.algos.presets import PRESET_SOURCES, PRESETS
 
 _NULLABLE = frozenset({"dual_clip", "value_clip", "kl_target"})
+GREEDY_BASELINE_ESTIMATORS = frozenset({"remax"})  # advantage estimators that need a greedy rollout
 
 # Fields default to None = "take the preset's value"; the validator below fills them.
 
@@ -99,6 +100,11 @@ class AlgorithmConfig(BaseModel):
         if self.kl_target is not None and self.kl_coef <= 0:
             raise ValueError("kl_target (adaptive KL) needs kl_coef > 0 as its starting value")
         return self
+
+    @property
+    def needs_greedy_baseline(self) -> bool:
+        """The estimator's baseline is the reward of a greedy rollout per prompt (ReMax)."""
+        return self.advantage_estimator in GREEDY_BASELINE_ESTIMATORS
 
     @property
     def uses_reference(self) -> bool:

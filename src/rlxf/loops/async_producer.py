@@ -187,11 +187,8 @@ class RolloutProducer(threading.Thread):
             return True
 
     def _generation_for_engine(self) -> InterruptibleGeneration:
-        if self._generation is None:
-            engine = self.rollout.engine
-            self._generation = InterruptibleGeneration(
-                engine.decoder, [], self.params, engine.version, engine.eos_id, engine.pad_id, engine.device
-            )
+        if self._generation is None:  # the engine is an InterruptibleEngine (checked at config load)
+            self._generation = self.rollout.engine.start_interruptible(self.params)
         return self._generation
 
     def _may_load(self, gen: InterruptibleGeneration) -> bool:

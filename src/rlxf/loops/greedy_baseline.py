@@ -1,6 +1,6 @@
 """ReMax's baseline: the reward of the greedy (argmax) response to each prompt.
 
-Estimators named in ``GREEDY_BASELINE_ESTIMATORS`` get ``batch.baseline_rewards`` filled: one greedy
+Estimators named in ``algos.config.GREEDY_BASELINE_ESTIMATORS`` get ``batch.baseline_rewards`` filled: one greedy
 rollout per prompt, scored by the same reward (and the same overlong shaping) as the samples.
 """
 
@@ -17,11 +17,9 @@ from rlxf.roles.reward import RewardRole
 from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.sampling import SamplingParams
 
-GREEDY_BASELINE_ESTIMATORS = frozenset({"remax"})
-
 
 def needs_greedy_baseline(algo: AlgorithmConfig) -> bool:
-    return algo.advantage_estimator in GREEDY_BASELINE_ESTIMATORS
+    return algo.needs_greedy_baseline
 
 
 def greedy_baseline_rewards(

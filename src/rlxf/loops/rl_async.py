@@ -42,7 +42,6 @@ from rlxf.config import Config
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
 from rlxf.loops.async_restart import RestartingProducer
-from rlxf.loops.greedy_baseline import needs_greedy_baseline
 from rlxf.loops.rl import StageTimer, _progress, train_on_batch
 from rlxf.loops.rl_session import start_session
 from rlxf.loops.scoring import BatchScorer
@@ -52,12 +51,9 @@ from rlxf.train.checkpoint import generator_state_to_json
 
 
 def async_config(config: Config) -> Config:
-    """Refuse what this loop does not support; switch on off-policy correction."""
-    if config.env.name:
-        raise ValueError("loop rl_async does not support multi-turn environments (env.name)")
+    """Switch on off-policy correction. (What this loop does not support is refused at config load:
+    rlxf.loops.LOOP_NEEDS.)"""
     algo = config.algorithm
-    if algo.dynamic_sampling or needs_greedy_baseline(algo):
-        raise ValueError("loop rl_async does not support dynamic sampling or a greedy baseline (use loop: rl)")
     if config.async_rl.off_policy_correction and algo.tis_level == "none":
         config = config.model_copy(update={"algorithm": algo.model_copy(update={"tis_level": "token"})})
     return config

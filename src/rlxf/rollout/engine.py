@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from rlxf.registry import Registry
 from rlxf.rollout.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from rlxf.rollout.interruptible import InterruptibleGeneration
 
 
 @dataclass
@@ -31,7 +33,20 @@ class Generation:
 
 
 class RolloutEngine(Protocol):
+    """What every engine provides (``loop: rl`` and the offline loops' evaluation need no more).
+
+    ``capabilities`` names the optional parts an engine has; a loop that needs one says so
+    (``rlxf.loops.LOOP_NEEDS``) and the config refuses an engine without it at load:
+
+    * ``"interruptible"`` — ``start_interruptible(params)`` (:class:`InterruptibleEngine`): generation
+      that pauses between decode steps, loads new weights and resumes (``loop: rl_async``).
+    """
+
     version: int
+    device: torch.device  # where the engine's sampling generator must live
+    eos_id: int
+    pad_id: int
+    capabilities: frozenset[str]
 
     def generate(
         self, prompts: list[list[int]], params: SamplingParams, generator: torch.Generator | None = None
@@ -40,7 +55,27 @@ class RolloutEngine(Protocol):
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None: ...
 
 
-ROLLOUT_ENGINES: Registry = Registry("rollout engine")
+INTERRUPTIBLE = "interruptible"
+
+
+class InterruptibleEngine(RolloutEngine, Protocol):
+    def start_interruptible(self, params: SamplingParams) -> InterruptibleGeneration:
+        """An empty generation over the engine's decoder at its current version; rows are admitted later."""
+        ...
+
+
+# name -> module that registers it (imported on first use: optional dependencies stay unimported)
+ROLLOUT_ENGINE_MODULES = {
+    "torch": "rlxf.rollout.torch_engine",
+    "hf": "rlxf.rollout.hf_engine",
+    "vllm": "rlxf.rollout.vllm_engine",
+}
+ROLLOUT_ENGINES: Registry = Registry("rollout engine", modules=ROLLOUT_ENGINE_MODULES)
+
+
+def engine_capabilities(name: str) -> frozenset[str]:
+    """What engine ``name`` can do beyond the protocol (its class's ``capabilities``), without building it."""
+    return ROLLOUT_ENGINES.get(name).capabilities
 
 
 def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -61,18 +96,10 @@ def response_mask_from_lengths(response_ids: torch.Tensor, lengths: torch.Tensor
     return (positions[None, :] < lengths[:, None]).long()
 
 
-# Engines whose module is imported only when asked for by name (optional dependencies).
-OPTIONAL_ENGINE_MODULES = {"vllm": "rlxf.rollout.vllm_engine"}
-
-
 def build_engine(
     name: str, model: torch.nn.Module, eos_id: int, pad_id: int, options: dict[str, Any] | None = None
 ) -> RolloutEngine:
     """The engine registered as ``name``; ``options`` (``rollout.engine_options``) go to its constructor."""
-    from rlxf.rollout import hf_engine, torch_engine  # noqa: F401  (registers the engines)
-
-    if name in OPTIONAL_ENGINE_MODULES:
-        importlib.import_module(OPTIONAL_ENGINE_MODULES[name])
     engine_cls = ROLLOUT_ENGINES.get(name)
     if options:
         try:

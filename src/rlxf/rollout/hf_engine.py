@@ -10,6 +10,8 @@ from rlxf.rollout.sampling import SamplingParams
 
 @ROLLOUT_ENGINES.register("hf")
 class HFGenerateEngine:
+    capabilities: frozenset[str] = frozenset()  # generate() runs to the end: not interruptible
+
     def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int) -> None:
         self.model = model
         self.eos_id = eos_id

@@ -18,7 +18,14 @@ import torch
 from rlxf.models.loading import DTYPES
 from rlxf.rollout.decoders import make_decoder
 from rlxf.rollout.decoders.base import prefill_expanded
-from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
+from rlxf.rollout.engine import (
+    INTERRUPTIBLE,
+    ROLLOUT_ENGINES,
+    Generation,
+    left_pad,
+    response_mask_from_lengths,
+)
+from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
 
@@ -30,6 +37,8 @@ def decode_dtype(name: str) -> torch.dtype:
 
 @ROLLOUT_ENGINES.register("torch")
 class TorchRolloutEngine:
+    capabilities = frozenset({INTERRUPTIBLE})  # its KV-cache decoder steps one token at a time
+
     def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int, dtype: str | None = None) -> None:
         """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
         in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
@@ -45,6 +54,10 @@ class TorchRolloutEngine:
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         self.decoder.load_state_dict(state_dict)
         self.version = version
+
+    def start_interruptible(self, params: SamplingParams) -> InterruptibleGeneration:
+        """An empty pausable generation over this engine's decoder (``loop: rl_async``'s producer)."""
+        return InterruptibleGeneration(self.decoder, [], params, self.version, self.eos_id, self.pad_id, self.device)
 
     # no_grad, not inference_mode: the returned ids and log-probs feed autograd-tracked training.
     @torch.no_grad()

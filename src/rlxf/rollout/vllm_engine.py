@@ -33,7 +33,7 @@ than rlxf's), which biases what reads ``rollout_log_probs`` (the KL penalty, TIS
 warns once. ``engine_options: {logprobs_mode: raw_logprobs}`` is exact for temperature 1 whatever
 top-k/top-p. A vLLM without ``logprobs_mode`` (before 0.10.1) reports raw log-probs.
 
-Not supported: ``loop: rl_async`` (its interruptible producer drives the built-in engine's decoder).
+Not supported: ``loop: rl_async`` (it needs an interruptible engine; the config refuses the pair at load).
 """
 
 from __future__ import annotations
@@ -106,6 +106,8 @@ class VLLMRolloutEngine:
     ``collective_rpc`` call, default 512), ``logprobs_mode`` (default ``processed_logprobs``), and any
     ``vllm.LLM`` argument (``gpu_memory_utilization`` 0.3, ``enable_prefix_caching`` true, ``seed`` 0,
     ``dtype`` the policy's, ``enforce_eager``, ``enable_sleep_mode``, ``tensor_parallel_size``, ...)."""
+
+    capabilities: frozenset[str] = frozenset()  # one call generates to the end: not interruptible
 
     def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int, **engine_options: Any) -> None:
         vllm = import_vllm()  # first: a missing vLLM fails before any work
@@ -258,13 +260,6 @@ class VLLMRolloutEngine:
         else:
             self.llm.wake_up(tags=tags)
         self._asleep = tags is not None and "kv_cache" not in tags
-
-    @property
-    def decoder(self):
-        raise AttributeError(
-            "rollout.engine=vllm has no step-wise decoder: loop rl_async (interruptible producer) needs "
-            "rollout.engine=torch"
-        )
 
     def close(self) -> None:
         self.llm = None
