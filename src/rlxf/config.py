@@ -89,6 +89,9 @@ class OptimConfig(Section):
     warmup_steps: int = Field(0, ge=0)
     # bf16 autocast of the forward/backward (weights and optimizer stay in model.dtype); see train/precision.py
     autocast: Literal["none", "bfloat16"] = "none"
+    # An optimizer step whose loss or gradient norm is NaN/inf is skipped (counted as skipped_nonfinite);
+    # this many in a row stop the run (train/engine.py, docs/reliability.md)
+    max_nonfinite_in_a_row: int = Field(3, ge=1)
 
 
 class TrainConfig(Section):

@@ -50,3 +50,11 @@ def test_wrong_number_of_scores_is_named():
     role = RewardRole(build_reward.__globals__["as_reward"](lambda p, r, m: [1.0, 2.0]), "twice")
     with pytest.raises(RewardError, match="twice"):
         role.score(["p"], ["r"], [{}])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_scores_are_named_with_their_row(bad):
+    role = RewardRole(build_reward.__globals__["as_reward"](lambda p, r, m: [1.0, bad, 0.0]), "shaky")
+    with pytest.raises(RewardError, match=rf"'shaky' returned 1 non-finite scores \(NaN or inf\), first at row 1: "
+                                          rf"{bad} for response 'b'"):
+        role.score(["p", "p", "p"], ["a", "b", "c"], [{}, {}, {}])

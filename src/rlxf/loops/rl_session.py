@@ -41,6 +41,9 @@ from rlxf.train.checkpoint import latest_checkpoint
 from rlxf.train.ppo_batches import needs_old_log_probs
 
 
+NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
+
+
 @dataclass
 class RLSession:
     config: Config
@@ -61,6 +64,7 @@ class RLSession:
     logger: MetricsLogger
     started: float
     prior_wall: float
+    write: Callable[[str], None] = print
 
     def save(self, at_state: RunState, metrics: dict[str, float] | None = None) -> None:
         """A checkpoint of ``at_state`` and the step's ``metrics`` so far."""
@@ -93,6 +97,10 @@ class RLSession:
         metrics.update(timer.seconds)
         metrics["time/step"] = time.perf_counter() - step_start
         self.logger.log(step, metrics)
+        for name in NONFINITE_METRICS:
+            if metrics.get(name):  # the engine skipped the update; it stops the run after a few in a row
+                self.write(f"step {step}: {metrics[name]:.0%} of the optimizer steps had a non-finite loss or "
+                           f"gradient and were skipped ({name})")
 
     @property
     def wall_seconds(self) -> float:
@@ -167,7 +175,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         shuffle_gen=shuffle_gen, kl_control=kl_control, params=params,
         on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs),
         logger=MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write),
-        started=started, prior_wall=state.wall_seconds,
+        started=started, prior_wall=state.wall_seconds, write=write,
     )
     if checkpoint:
         session.logger.restore(state.step, state.step_metrics)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as futures
+import math
 
 import torch
 
@@ -36,6 +37,12 @@ class RewardRole:
             raise RewardError(f"reward {self.name!r} raised {type(err).__name__}: {err}") from err
         if not isinstance(out, RewardOutput) or len(out.scores) != len(responses):
             raise RewardError(f"reward {self.name!r} returned {out!r:.200} for {len(responses)} responses")
+        bad = [row for row, score in enumerate(out.scores) if not math.isfinite(score)]
+        if bad:  # one NaN would turn every advantage of its group (and the update) into NaN
+            raise RewardError(
+                f"reward {self.name!r} returned {len(bad)} non-finite scores (NaN or inf), first at row {bad[0]}: "
+                f"{out.scores[bad[0]]} for response {responses[bad[0]]!r:.120}"
+            )
         return out
 
     def score_batch(self, batch: TrajectoryBatch, prompts: list[str], responses: list[str]) -> dict[str, float]:

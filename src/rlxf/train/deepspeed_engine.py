@@ -31,6 +31,7 @@ and ``train.zero_stage: 3`` (``TrainConfig.engine_options``).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 
 import torch
@@ -39,7 +40,7 @@ import torch.distributed as dist
 from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
-from rlxf.train.engine import TrainEngine
+from rlxf.train.engine import NonFiniteUpdateError, TrainEngine
 from rlxf.train.fsdp_engine import global_counts, save_full_model, share_tied_weights  # noqa: F401  (shared)
 
 ADAM_SLOTS = ("exp_avg", "exp_avg_sq")
@@ -120,7 +121,16 @@ class DeepSpeedTrainEngine(TrainEngine):
     def _update(self) -> float:
         self.ds.step()
         norm = self.ds.get_global_grad_norm()
-        return float(norm) if norm is not None else float("nan")
+        norm = float(norm) if norm is not None else float("nan")
+        if not math.isfinite(norm):  # DeepSpeed has stepped already: these weights must never be saved
+            raise NonFiniteUpdateError(
+                f"DeepSpeed stepped with a non-finite gradient norm ({norm}); stopping before anything is saved: "
+                "resume from the last checkpoint"
+            )
+        return norm
+
+    def _discard_gradients(self) -> None:
+        self.ds.zero_grad()  # a skipped step (non-finite loss): its accumulated partitions go
 
     def _global_loss(self, local_loss: float) -> float:
         summed = torch.tensor([local_loss], dtype=torch.float64)

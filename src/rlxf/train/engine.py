@@ -2,11 +2,14 @@
 
 ``optimizer_step(micro_batches, loss_of)`` runs forward/backward on each micro-batch (the loss
 function returns that micro-batch's *share* of the mini-batch loss — see ``algos.aggregate_loss``),
-then clips and steps once. Actor, critic, SFT, DPO and reward-model training all go through it.
+then clips and steps once; a step whose loss or gradient norm is NaN/inf is skipped (the weights and
+optimizer state stay as they were; ``skipped_nonfinite`` = 1), and ``optim.max_nonfinite_in_a_row``
+skips in a row raise :class:`NonFiniteUpdateError`. Actor, critic, SFT, DPO and reward-model training all go through it.
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
@@ -16,6 +19,10 @@ from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.precision import autocast
+
+class NonFiniteUpdateError(FloatingPointError):
+    """Too many optimizer steps in a row had a NaN/inf loss or gradient."""
+
 
 LossFn = Callable[[object], tuple[torch.Tensor, dict[str, float]]]
 
@@ -52,6 +59,8 @@ class TrainEngine:
     # Data-parallel engines set this to the world size: DDP/FSDP average gradients over ranks, while
     # each rank's loss is already its share of the global mini-batch (algos.LossNormaliser).
     grad_scale: float = 1.0
+    nonfinite_in_a_row = 0  # skipped optimizer steps since the last finite one
+    nonfinite_total = 0
 
     def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
         self.model.train()
@@ -66,12 +75,33 @@ class TrainEngine:
             for name, value in metrics.items():
                 totals[name] += value
             count += 1
-        grad_norm = self._update()
-        self.scheduler.step()
+        loss = self._global_loss(totals["loss"])  # the same value on every rank: they decide alike
+        grad_norm = self._update() if math.isfinite(loss) else float("nan")
+        skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))
+        self._count_nonfinite(skipped, loss, grad_norm)
+        if not skipped:
+            self.scheduler.step()
         # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
         out = {name: v / count for name, v in totals.items() if name != "loss"}
-        out.update(loss=self._global_loss(totals["loss"]), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
+        out.update(loss=loss, grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0], skipped_nonfinite=float(skipped))
         return out
+
+    def _count_nonfinite(self, skipped: bool, loss: float, grad_norm: float) -> None:
+        """A skipped step leaves the weights and optimizer state as they were; ``max_nonfinite_in_a_row``
+        skips in a row stop the run (the last checkpoint holds finite weights)."""
+        if not skipped:
+            self.nonfinite_in_a_row = 0
+            return
+        self._discard_gradients()
+        self.nonfinite_in_a_row += 1
+        self.nonfinite_total += 1
+        if self.nonfinite_in_a_row >= self.cfg.max_nonfinite_in_a_row:
+            raise NonFiniteUpdateError(
+                f"{self.nonfinite_in_a_row} optimizer steps in a row had a non-finite loss or gradient (last: loss "
+                f"{loss}, grad norm {grad_norm}); each was skipped, the weights are the last finite ones. Stopping "
+                f"(optim.max_nonfinite_in_a_row={self.cfg.max_nonfinite_in_a_row}): lower the learning rate or look "
+                "for NaN/inf in the rewards, advantages or log-probs; resume from the last checkpoint"
+            )
 
     # The three steps an engine that owns its own gradient handling (DeepSpeed) replaces.
     def _zero_grad(self) -> None:
@@ -81,10 +111,15 @@ class TrainEngine:
         loss.backward()
 
     def _update(self) -> float:
-        """Clip, step the optimizer; returns the gradient norm before clipping."""
+        """Clip, step the optimizer (unless the norm is NaN/inf); returns the gradient norm before clipping."""
         grad_norm = self._clip_gradients()
-        self.optimizer.step()
+        if math.isfinite(grad_norm):
+            self.optimizer.step()
         return grad_norm
+
+    def _discard_gradients(self) -> None:
+        """Drop a skipped step's gradients so they do not leak into the next one."""
+        self._zero_grad()
 
     def _global_loss(self, local_loss: float) -> float:
         """The mini-batch loss from this process's share (data-parallel engines sum over ranks)."""
