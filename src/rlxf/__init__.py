@@ -1,0 +1,9 @@
+"""rlxf: reinforcement learning from any feedback for LLMs, from a laptop CPU to a Ray cluster."""
+
+import os
+
+# OpenMP threads that spin while they wait for work fight any other busy process for a core: on 2
+# cores beside one busy loop, torch's default made the default recipe's step 7.9x slower than idle
+# (benchmarks/threads_under_load.py, docs/benchmarks.md). Passive waiting must be chosen before torch
+# loads its OpenMP runtime, hence here; a value already in the environment wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -40,7 +40,6 @@ from rlxf.tracking.metrics import MetricsLogger
 from rlxf.train.checkpoint import latest_checkpoint
 from rlxf.train.ppo_batches import needs_old_log_probs
 
-
 NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
 
 

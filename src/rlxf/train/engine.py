@@ -20,6 +20,7 @@ from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.precision import autocast
 
+
 class NonFiniteUpdateError(FloatingPointError):
     """Too many optimizer steps in a row had a NaN/inf loss or gradient."""
 
