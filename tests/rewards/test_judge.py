@@ -80,11 +80,15 @@ def test_openai_compatible_backend_round_trip():
     assert _ChatHandler.seen[-1] == ("/v1/chat/completions", "judge-x")
 
 
-def test_unreachable_endpoint_is_counted_not_raised():
+def test_unreachable_endpoint_is_named_after_its_retries():
+    """Every request failed: the endpoint is down, which must not become a batch of default scores."""
+    from rlxf.rewards.http_client import EndpointError
+
     reward = JudgeReward(backend="openai", backend_kwargs={"url": "http://127.0.0.1:9/v1", "model": "m",
-                                                           "timeout_seconds": 2})
-    out = reward.score(["q"], ["r"], [{}])
-    assert out.scores == [0.0] and out.components["judge_failed"] == [1.0]
+                                                           "timeout_seconds": 2, "backoff_seconds": 0.01})
+    with pytest.raises(EndpointError, match=r"judge endpoint http://127\.0\.0\.1:9/v1/chat/completions gave no usable "
+                                            r"answer after 3 tries: try 1: unreachable"):
+        reward.score(["q"], ["r"], [{}])
 
 
 def test_engine_backend_on_tiny_model_never_crashes(tiny_model_dir):

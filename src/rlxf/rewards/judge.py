@@ -11,8 +11,9 @@ then a score in a parseable form.
 
 The judge must end with ``Score: N`` (also accepted: ``<score>N</score>``, ``[[N]]``, ``N/10``-style
 values); the last such mark counts. Scores are mapped to [0, 1]. A reply without a parseable score in
-range, or a failed request, scores ``default_score`` and is counted (components ``judge_malformed``,
-``judge_failed``) — it never stops training.
+range, or a request that failed after its retries, scores ``default_score`` and is counted (components
+``judge_malformed``, ``judge_failed``); only a batch whose every request failed (the endpoint is down)
+stops the run, with an error naming the endpoint.
 """
 
 from __future__ import annotations

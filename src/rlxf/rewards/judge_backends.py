@@ -2,20 +2,20 @@
 
 * ``engine``: a local policy-format model on rlxf's built-in rollout engine (batched, greedy by default);
 * ``openai``: any OpenAI-compatible ``/chat/completions`` endpoint over HTTP (stdlib ``urllib``, requests
-  in parallel threads, the API key read from the environment variable ``api_key_env``);
+  in parallel threads, each retried with backoff; the API key read from the environment variable
+  ``api_key_env``);
 * ``module:attr``: any callable ``(prompts) -> replies``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures as futures
-import json
 import os
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
 from rlxf.registry import Registry
+from rlxf.rewards.http_client import EndpointError, RetryPolicy, post_json
 
 JUDGE_BACKENDS: Registry[Callable[..., Any]] = Registry("judge backend")
 
@@ -53,31 +53,44 @@ class EngineJudge:
 
 @JUDGE_BACKENDS.register("openai")
 class OpenAICompatibleJudge:
+    """Each request is retried (``attempts``, ``backoff_seconds``: rewards/http_client.py); a request that
+    still fails is None (the judge counts it). When every request of a batch fails the endpoint is
+    down: one error names it, rather than a batch of default scores."""
+
     def __init__(
         self, url: str, model: str, api_key_env: str | None = None, max_tokens: int = 512,
-        temperature: float = 0.0, timeout_seconds: float = 60.0, max_parallel: int = 8,
+        temperature: float = 0.0, timeout_seconds: float = 60.0, max_parallel: int = 8, attempts: int = 3,
+        backoff_seconds: float = 0.5,
     ) -> None:
         self.endpoint = url.rstrip("/") + "/chat/completions"
         self.model, self.max_tokens, self.temperature = model, max_tokens, temperature
         self.api_key = os.environ.get(api_key_env) if api_key_env else None
-        self.timeout, self.max_parallel = timeout_seconds, max_parallel
+        self.policy = RetryPolicy(attempts=attempts, backoff_seconds=backoff_seconds, timeout_seconds=timeout_seconds)
+        self.max_parallel = max_parallel
 
-    def ask(self, prompt: str) -> str | None:
+    def ask(self, prompt: str) -> str | EndpointError:
         body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
                 "max_tokens": self.max_tokens, "temperature": self.temperature}
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.endpoint, json.dumps(body).encode(), headers, method="POST")
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
-                return json.loads(reply.read())["choices"][0]["message"]["content"]
-        except Exception:  # noqa: BLE001 - a failed request is counted by the judge, never fatal
-            return None
+            return post_json(self.endpoint, body, _chat_reply_text, self.policy, headers, name="judge endpoint")
+        except EndpointError as failure:
+            return failure
 
     def generate(self, prompts: list[str]) -> list[str | None]:
         with futures.ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
-            return list(pool.map(self.ask, prompts))
+            replies = list(pool.map(self.ask, prompts))
+        failures = [r for r in replies if isinstance(r, EndpointError)]
+        if prompts and len(failures) == len(prompts):
+            raise EndpointError(f"every one of {len(prompts)} judge requests failed; the first: {failures[0]}")
+        return [None if isinstance(r, EndpointError) else r for r in replies]
+
+
+def _chat_reply_text(reply: dict) -> str:
+    text = reply["choices"][0]["message"]["content"]
+    if not isinstance(text, str):
+        raise TypeError(f"message content is {type(text).__name__}, not text")
+    return text
 
 
 class CallableJudge:

@@ -1,41 +1,35 @@
 """The client of ``rlxf serve-reward``: a reward that scores on another machine.
 
-``reward: {function: remote, kwargs: {url: "http://10.0.0.5:8088", timeout_seconds: 120}}``. A server
-error is raised (the reward role names it and the run stops with its data saved), as is a reply with
-the wrong number of scores.
+``reward: {function: remote, kwargs: {url: "http://10.0.0.5:8088", timeout_seconds: 120}}``. A slow,
+refusing, failing or garbage-answering server is retried (``attempts``, ``backoff_seconds``: see
+rewards/http_client.py), then the error names the server and every try; the reward role names the
+reward and the run stops with its data saved. A reply with the wrong number of scores is an error too.
 """
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 
 from rlxf.rewards.base import RewardOutput
+from rlxf.rewards.http_client import EndpointError, RetryPolicy, post_json
 from rlxf.rewards.registry import REWARDS
 
 
-class RemoteRewardError(RuntimeError):
+class RemoteRewardError(EndpointError):
     pass
+
+
+def _reward_output(reply: dict) -> RewardOutput:
+    return RewardOutput(scores=[float(s) for s in reply["scores"]], components=reply.get("components") or {})
 
 
 @REWARDS.register("remote")
 class RemoteReward:
-    def __init__(self, url: str, timeout_seconds: float = 300.0) -> None:
+    def __init__(self, url: str, timeout_seconds: float = 300.0, attempts: int = 3, backoff_seconds: float = 0.5) -> None:
         self.url = url.rstrip("/")
-        self.timeout = timeout_seconds
+        self.policy = RetryPolicy(attempts=attempts, backoff_seconds=backoff_seconds, timeout_seconds=timeout_seconds)
 
     def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
-        body = json.dumps({"prompts": list(prompts), "responses": list(responses), "metadata": list(metadata)},
-                          default=str).encode()
-        request = urllib.request.Request(f"{self.url}/score", body, {"Content-Type": "application/json"}, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as reply:
-                out = json.loads(reply.read())
-        except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace")[:500]
-            raise RemoteRewardError(f"reward server {self.url} answered {err.code}: {detail}") from None
-        except urllib.error.URLError as err:
-            raise RemoteRewardError(f"reward server {self.url} unreachable: {err.reason}") from None
-        return RewardOutput(scores=[float(s) for s in out["scores"]], components=out.get("components") or {})
+        body = {"prompts": list(prompts), "responses": list(responses), "metadata": list(metadata)}
+        return post_json(f"{self.url}/score", body, _reward_output, self.policy, name="reward server",
+                         error=RemoteRewardError)
