@@ -81,12 +81,13 @@ def task_evaluator(config: Config, basics: Basics, policy: torch.nn.Module) -> C
 
 def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective, engine: TrainEngine,
                             tokenizer, keep_last: int) -> Path:
-    tmp = ckpt.begin_checkpoint(run_dir, state.step)
-    objective.save_model(tmp / objective.model_name)
-    tokenizer.save_pretrained(tmp / objective.model_name)
-    ckpt.save_optimizer(engine.optimizer, engine.scheduler, tmp, "trainer")
-    (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))
-    return ckpt.commit_checkpoint(tmp, keep_last)
+    def fill(folder: Path) -> None:
+        objective.save_model(folder / objective.model_name)
+        tokenizer.save_pretrained(folder / objective.model_name)
+        ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
+        (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
+
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill)
 
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
@@ -95,7 +96,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
 
     started = time.time()
     run_dir = Path(config.run_dir)
-    checkpoint = ckpt.latest_checkpoint(run_dir) if resume else None
+    checkpoint = ckpt.latest_valid_checkpoint(run_dir, write) if resume else None
     if resume and checkpoint is None:
         write(f"no checkpoint in {run_dir}: starting the run from the beginning")
     prepare_run_dir(run_dir, resume, write)

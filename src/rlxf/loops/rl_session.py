@@ -37,7 +37,7 @@ from rlxf.roles.reference import ReferenceRole
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime import build_runtime
 from rlxf.tracking.metrics import MetricsLogger
-from rlxf.train.checkpoint import latest_checkpoint
+from rlxf.train.checkpoint import latest_valid_checkpoint
 from rlxf.train.ppo_batches import needs_old_log_probs
 
 NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
@@ -113,7 +113,7 @@ class RLSession:
 def start_session(config: Config, resume: bool, write: Callable[[str], None]) -> RLSession:
     started = time.time()
     run_dir = Path(config.run_dir)
-    checkpoint = latest_checkpoint(run_dir) if resume else None
+    checkpoint = latest_valid_checkpoint(run_dir, write) if resume else None
     if resume and checkpoint is None:
         write(f"no checkpoint in {run_dir}: starting the run from the beginning")
     prepare_run_dir(run_dir, resume, write)

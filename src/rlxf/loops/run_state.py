@@ -37,13 +37,14 @@ class RunState:
 
 
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
-    tmp = ckpt.begin_checkpoint(run_dir, state.step)
-    actor.save_checkpoint(tmp)
-    tokenizer.save_pretrained(tmp / "policy")
-    if critic is not None:
-        critic.save_checkpoint(tmp)
-    (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))
-    return ckpt.commit_checkpoint(tmp, keep_last)
+    def fill(folder: Path) -> None:
+        actor.save_checkpoint(folder)
+        tokenizer.save_pretrained(folder / "policy")
+        if critic is not None:
+            critic.save_checkpoint(folder)
+        (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
+
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill)
 
 
 def load_run_state(checkpoint: Path) -> RunState:

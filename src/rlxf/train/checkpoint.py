@@ -7,32 +7,98 @@ Layout of ``RUN_DIR/checkpoints/step_000042/``:
 * ``<name>.safetensors``      — other module weights (the critic);
 * ``state.json``              — the loop's state: step, data position, RNG states, KL controller.
 
-A checkpoint is written to ``step_N.tmp`` and renamed into place, so a run killed mid-save leaves
-the previous checkpoint intact.
+* ``checksums.json``         — the SHA-256 of every other file, written last.
+
+A checkpoint is written to ``step_N.tmp`` and renamed into place, so a run killed mid-save, or a write
+that fails (disk full, permissions: :class:`CheckpointWriteError`), leaves the previous checkpoint
+intact. On resume :func:`latest_valid_checkpoint` checks the checksums and falls back to the newest
+checkpoint that is whole, saying which one it skipped and why.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 CHECKPOINTS = "checkpoints"
+CHECKSUMS = "checksums.json"
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written; the previous one is untouched."""
+
+
+class CheckpointCorruptError(RuntimeError):
+    """No checkpoint of a run is whole."""
 
 
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / CHECKPOINTS / f"step_{step:06d}"
 
 
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
+def finished_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Committed checkpoints, oldest first."""
     root = Path(run_dir) / CHECKPOINTS
-    done = sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+    return sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    done = finished_checkpoints(run_dir)
     return done[-1] if done else None
+
+
+def file_digests(folder: Path) -> dict[str, str]:
+    """Relative path -> SHA-256 of every file under ``folder`` except the checksum file itself."""
+    digests = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != CHECKSUMS):
+        sha = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                sha.update(block)
+        digests[path.relative_to(folder).as_posix()] = sha.hexdigest()
+    return digests
+
+
+def checkpoint_problem(checkpoint: Path) -> str | None:
+    """What is wrong with a checkpoint's files (missing, truncated, changed), or None when whole.
+    A checkpoint written before checksums existed has nothing to check against and passes."""
+    listed = checkpoint / CHECKSUMS
+    if not listed.exists():
+        return None
+    try:
+        expected = json.loads(listed.read_text())
+    except ValueError as err:
+        return f"{CHECKSUMS} is unreadable ({err})"
+    actual = file_digests(checkpoint)
+    for name, digest in expected.items():
+        if name not in actual:
+            return f"{name} is missing"
+        if actual[name] != digest:
+            return f"{name} does not match its checksum (truncated or changed)"
+    return None
+
+
+def latest_valid_checkpoint(run_dir: str | Path, write: Callable[[str], None] = print) -> Path | None:
+    """The newest checkpoint whose files match their checksums; each newer one skipped is reported.
+    Raises :class:`CheckpointCorruptError` when checkpoints exist but none is whole."""
+    done = finished_checkpoints(run_dir)
+    for checkpoint in reversed(done):
+        problem = checkpoint_problem(checkpoint)
+        if problem is None:
+            return checkpoint
+        write(f"checkpoint {checkpoint.name} is corrupt: {problem}; falling back to the one before it")
+    if done:
+        raise CheckpointCorruptError(f"no checkpoint in {Path(run_dir) / CHECKPOINTS} is whole (all {len(done)} "
+                                     "failed their checksums); start a new run or restore one from a backup")
+    return None
 
 
 def save_optimizer(optimizer: torch.optim.Optimizer, scheduler, out_dir: Path, name: str) -> None:
@@ -90,6 +156,22 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
     return tmp
+
+
+def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Callable[[Path], None]) -> Path:
+    """``fill(folder)`` writes the checkpoint's files into a temporary folder, which is checksummed and
+    renamed into place. A failed write removes the temporary folder and raises
+    :class:`CheckpointWriteError`; the previous checkpoint is never touched."""
+    tmp = begin_checkpoint(run_dir, step)
+    try:
+        fill(tmp)
+        (tmp / CHECKSUMS).write_text(json.dumps(file_digests(tmp), indent=1))
+    except Exception as err:  # noqa: BLE001 - disk full, permissions, a serializer's own error: all alike here
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = latest_checkpoint(run_dir)
+        kept = f"the previous checkpoint {previous} is intact" if previous else "there is no earlier checkpoint"
+        raise CheckpointWriteError(f"writing checkpoint step {step} to {tmp} failed ({err}); {kept}") from err
+    return commit_checkpoint(tmp, keep_last)
 
 
 def commit_checkpoint(tmp: Path, keep_last: int) -> Path:
