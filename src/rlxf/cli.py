@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -39,7 +40,8 @@ def cmd_train(ns: argparse.Namespace) -> int:
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
     print(f"run directory: {config.run_dir}")
-    return 0
+    stopped_by = summary.get("stopped_by")  # a stop signal ended the run early (loops/stop_signals.py)
+    return 128 + signal.Signals[stopped_by].value if stopped_by else 0
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from rlxf.loops import LOOPS
 from rlxf.loops.dynamic_sampling import fill_batch
 from rlxf.loops.greedy_baseline import greedy_baseline_rewards, needs_greedy_baseline
 from rlxf.loops.overlong import filter_overlong
-from rlxf.loops.rl_session import start_session
+from rlxf.loops.rl_session import RLSession, start_session
 from rlxf.loops.run_state import RunState
 from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
@@ -101,6 +101,16 @@ def train_on_batch(
 def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] = print) -> dict:
     """Run (or resume) the recipe; returns the summary that is also written to ``summary.json``."""
     session = start_session(config, resume, write)
+    try:
+        run_steps(session)
+    finally:  # also on an error: release the roles and the stop-signal handlers
+        stopped = session.close()
+    return write_summary(session.run_dir, session.state, session.wall_seconds, session.state.step, stopped)
+
+
+def run_steps(session: RLSession) -> None:
+    """The steps from the session's state to ``train.steps`` (or to a stop signal)."""
+    config, write = session.config, session.write
     run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
     algo, tcfg, params, sample_gen = config.algorithm, config.train, session.params, session.sample_gen
     monitor = build_monitor(config, rollout, resume_step=session.resume_step)  # monitor/* metrics
@@ -121,7 +131,7 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
                 )
         return batch
 
-    progress = _progress(config, state.step)
+    progress = session.progress_bar()
     for step in range(state.step + 1, tcfg.steps + 1):
         timer = StageTimer()
         step_start = time.perf_counter()
@@ -154,18 +164,7 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
             metrics.update(monitor.observe(batch, metrics))
         state.step = step
         state.capture(sample_gen, session.shuffle_gen, stream.position)
-        session.end_step(step_start, timer, metrics)
         progress.update(1)
+        if session.end_step(step_start, timer, metrics):  # a stop signal: this step is checkpointed
+            break
     progress.close()
-    session.logger.close()
-    session.runtime.close()
-    return write_summary(run_dir, state, session.wall_seconds, tcfg.steps)
-
-
-def _progress(config: Config, done: int):
-    from tqdm import tqdm
-
-    return tqdm(
-        total=config.train.steps, initial=done, desc="RL", unit="step", dynamic_ncols=True,
-        disable=not config.logging.progress_bar, leave=False,
-    )

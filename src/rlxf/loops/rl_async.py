@@ -42,7 +42,7 @@ from rlxf.config import Config
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
 from rlxf.loops.async_restart import RestartingProducer
-from rlxf.loops.rl import StageTimer, _progress, train_on_batch
+from rlxf.loops.rl import StageTimer, train_on_batch
 from rlxf.loops.rl_session import start_session
 from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
@@ -83,7 +83,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
         fresh.post_weights(exported_weights(actor, trained["version"], bucket_bytes))
 
     producer = RestartingProducer(session.runtime, rollout, start, post_latest, config.runtime.max_restarts)
-    progress = _progress(config, state.step)
+    progress = session.progress_bar()
     samples = state.step * tcfg.prompts_per_step * params.n
     try:
         for step in range(state.step + 1, tcfg.steps + 1):
@@ -121,12 +121,11 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             session.evaluate_if_due(step, timer, metrics, LentRollout(producer))
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
             state.shuffle_rng = generator_state_to_json(shuffle_gen)
-            session.end_step(step_start, timer, metrics)
             progress.update(1)
+            if session.end_step(step_start, timer, metrics):  # a stop signal: this step is checkpointed
+                break
     finally:
         producer.stop()
         progress.close()
-    session.logger.close()
-    session.runtime.close()
-    return write_summary(run_dir, state, session.wall_seconds, tcfg.steps,
-                         {"max_staleness": acfg.max_staleness})
+        stopped = session.close()  # also on an error: release the roles and the stop-signal handlers
+    return write_summary(run_dir, state, session.wall_seconds, state.step, {"max_staleness": acfg.max_staleness, **stopped})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -30,6 +30,7 @@ from rlxf.loops.setup import (
     sampling_params,
 )
 from rlxf.loops.sft import run_sft
+from rlxf.loops.stop_signals import StopSignals
 from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
 from rlxf.roles.critic import CriticRole
@@ -64,6 +65,7 @@ class RLSession:
     started: float
     prior_wall: float
     write: Callable[[str], None] = print
+    stop: StopSignals = field(default_factory=StopSignals)
 
     def save(self, at_state: RunState, metrics: dict[str, float] | None = None) -> None:
         """A checkpoint of ``at_state`` and the step's ``metrics`` so far."""
@@ -87,10 +89,12 @@ class RLSession:
                 self.state.last_eval = self.evaluate(rollout)
             metrics.update(self.state.last_eval)
 
-    def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> None:
-        """Checkpoint ``state`` when due (with the step's metrics so far), then log the step."""
+    def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> bool:
+        """Checkpoint ``state`` when due (with the step's metrics so far), then log the step. True when a
+        stop signal came (loops/stop_signals.py): the step is checkpointed and the loop should end."""
         step, every = self.state.step, self.config.checkpoint.every
-        if every and step % every == 0 or step == self.config.train.steps:
+        stopping = self.stop.requested is not None
+        if every and step % every == 0 or step == self.config.train.steps or stopping:
             with timer("checkpoint"):
                 self.save(self.state, {**metrics, **timer.seconds})
         metrics.update(timer.seconds)
@@ -100,6 +104,26 @@ class RLSession:
             if metrics.get(name):  # the engine skipped the update; it stops the run after a few in a row
                 self.write(f"step {step}: {metrics[name]:.0%} of the optimizer steps had a non-finite loss or "
                            f"gradient and were skipped ({name})")
+        if stopping:
+            self.write(f"{self.stop.requested.name} received: stopped after step {step}, which is checkpointed; "
+                       f"continue with: rlxf train --resume {self.run_dir}")
+        return stopping
+
+    def close(self) -> dict:
+        """Flush the metric sinks, release the roles and the signal handlers; the run's summary."""
+        self.logger.close()
+        self.runtime.close()
+        self.stop.restore()
+        stopped = {"stopped_by": self.stop.requested.name} if self.stop.requested else {}
+        return stopped
+
+    def progress_bar(self):
+        from tqdm import tqdm
+
+        return tqdm(
+            total=self.config.train.steps, initial=self.state.step, desc="RL", unit="step", dynamic_ncols=True,
+            disable=not self.config.logging.progress_bar, leave=False,
+        )
 
     @property
     def wall_seconds(self) -> float:
@@ -174,7 +198,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         shuffle_gen=shuffle_gen, kl_control=kl_control, params=params,
         on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs),
         logger=MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write),
-        started=started, prior_wall=state.wall_seconds, write=write,
+        started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
     )
     if checkpoint:
         session.logger.restore(state.step, state.step_metrics)
