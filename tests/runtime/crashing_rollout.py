@@ -47,3 +47,26 @@ class CrashOnce:
 
 def crashing_rollout_role(config, policy, tokenizer):
     return CrashOnce(make_rollout_role(config, policy, tokenizer))
+
+
+class CrashOnCall:
+    """Any role whose process dies in the call the marker names (``method:N``: the Nth call of it)."""
+
+    def __init__(self, role) -> None:
+        self.role = role
+
+    def __getattr__(self, name):
+        attr = getattr(self.role, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args, **kwargs):
+            count_down(name)
+            return attr(*args, **kwargs)
+
+        return call
+
+
+def crashing_role(factory, *args, **kwargs):
+    """``factory``'s role wrapped in :class:`CrashOnCall` (picklable: built again in a role's process)."""
+    return CrashOnCall(factory(*args, **kwargs))

@@ -49,7 +49,7 @@ def test_a_killed_rollout_process_is_restarted_and_the_run_is_the_embedded_run(
 
 def test_a_rollout_process_that_dies_past_its_restarts_is_named(tmp_path, tiny_model_dir, crash_marker, monkeypatch):
     crash_rollout_in_step_2(crash_marker, monkeypatch)
-    with pytest.raises(RoleProcessDied, match="role rollout: its process .* died during call"):
+    with pytest.raises(RoleProcessDied, match="role rollout: its process .* died during generate"):
         run_recipe(tmp_path, tiny_model_dir, "process_crash", *PROCESS, "runtime.max_restarts=0")
     assert not crash_marker.exists()
 

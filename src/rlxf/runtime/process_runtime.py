@@ -89,7 +89,9 @@ class ProcessActor:
 
     def request(self, method: str, *args):
         self._conn.send((method, args))
-        return self._answer(method)
+        # a role's call travels as ("call", its method, ...): an error names the role's method
+        role_call = method in ("call", "call_attached") and args and isinstance(args[0], str)
+        return self._answer(args[0] if role_call else method)
 
     def _answer(self, what: str):
         try:
