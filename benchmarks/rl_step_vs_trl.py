@@ -234,7 +234,7 @@ class TrlGRPO:
 def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps: int) -> dict:
     """Tokens/s of rlxf's engine vs plain HF ``generate`` (KV cache, sampling at temperature 1,
     EOS disabled so both produce exactly prompts x n x new tokens), interleaved."""
-    from rlxf.rollout.engine import left_pad
+    from rlxf.batch import left_pad
 
     engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id)
     params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)

@@ -146,3 +146,20 @@ def _pad_to(t: torch.Tensor, width: int, fill: float, left: bool) -> torch.Tenso
         return t
     pad = torch.full((t.shape[0], missing), fill, dtype=t.dtype, device=t.device)
     return torch.cat([pad, t] if left else [t, pad], dim=1)
+
+
+def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token lists -> (ids [B, P], mask [B, P]) padded on the left."""
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, tokens in enumerate(prompts):
+        if tokens:
+            ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
+            mask[row, width - len(tokens):] = 1
+    return ids.to(device), mask.to(device)
+
+
+def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position ids for a left-padded batch: 0 at the first real token of each row (pads get 0 too)."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)

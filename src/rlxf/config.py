@@ -20,8 +20,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rlxf.algos import AlgorithmConfig, PreferenceLossConfig
+from rlxf.algos.config import AlgorithmConfig
+from rlxf.algos.preference_losses import PreferenceLossConfig
 from rlxf.runtime.config import RuntimeConfig
+from rlxf.train.optim_config import OptimConfig
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
 
@@ -79,19 +81,6 @@ class MonitorConfig(Section):
     verifier_kwargs: dict[str, Any] = Field(default_factory=dict)
     window: int = Field(8, ge=2)  # steps over which trends (slopes) are measured
     min_slope: float = Field(0.0, ge=0)  # alarm: reward slope > min_slope while verifier slope < -min_slope
-
-
-class OptimConfig(Section):
-    lr: float = Field(1e-4, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float | None = 1.0
-    warmup_steps: int = Field(0, ge=0)
-    # bf16 autocast of the forward/backward (weights and optimizer stay in model.dtype); see train/precision.py
-    autocast: Literal["none", "bfloat16"] = "none"
-    # An optimizer step whose loss or gradient norm is NaN/inf is skipped (counted as skipped_nonfinite);
-    # this many in a row stop the run (train/engine.py, docs/reliability.md)
-    max_nonfinite_in_a_row: int = Field(3, ge=1)
 
 
 class TrainConfig(Section):

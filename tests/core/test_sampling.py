@@ -48,7 +48,7 @@ def test_rollout_log_probs_match_a_full_forward_pass(tiny_model, tokenizer, engi
     gen = engine.generate(prompts, params, torch.Generator().manual_seed(1))
     assert gen.response_ids.shape[0] == 9
     assert gen.prompt_index.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
-    from rlxf.rollout.engine import left_pad
+    from rlxf.batch import left_pad
 
     prompt_ids, prompt_mask = left_pad([prompts[i] for i in gen.prompt_index.tolist()], tokenizer.pad_token_id, "cpu")
     full, _ = sequence_log_probs(

@@ -1,7 +1,8 @@
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.loops.sft import sft_batch, sft_loss
+from rlxf.data.sft_examples import sft_batch
+from rlxf.loops.sft import sft_loss
 
 
 def test_sft_batch_masks_prompt_and_ends_with_eos(tokenizer):

@@ -8,7 +8,7 @@ import torch
 
 from rlxf.envs.base import ENVS
 from rlxf.roles.env_rollout import EnvRolloutRole
-from rlxf.rollout.engine import Generation
+from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
 
 EOS = 2

@@ -6,9 +6,8 @@ import copy
 import pytest
 import torch
 
-from rlxf.batch import TrajectoryBatch
+from rlxf.batch import TrajectoryBatch, left_pad
 from rlxf.rollout.decoders import make_decoder
-from rlxf.rollout.engine import left_pad
 from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.rollout.torch_engine import TorchRolloutEngine

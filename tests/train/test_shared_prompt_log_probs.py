@@ -6,8 +6,9 @@ import copy
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from rlxf.batch import left_pad
 from rlxf.config import OptimConfig
-from rlxf.rollout.engine import build_engine, left_pad
+from rlxf.rollout.engine import build_engine
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.train import log_probs
 from rlxf.train.engine import TrainEngine

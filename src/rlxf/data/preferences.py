@@ -22,6 +22,7 @@ import torch
 from rlxf.batch import TrajectoryBatch
 from rlxf.data.arithmetic import add_without_carry, arithmetic_task
 from rlxf.data.files import DatasetError, read_records, split_files, validate_row
+from rlxf.data.sft_examples import sft_batch
 from rlxf.data.tasks import TASKS, TaskSplits
 
 
@@ -65,8 +66,6 @@ def pair_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_toke
 
     Prompt tokens are masked out (``loss_mask`` covers the response and its end-of-sequence only).
     """
-    from rlxf.loops.sft import sft_batch
-
     pairs = [normalise_pair(r) for r in rows]
     as_targets = [{**p, "sft_target": c} for p, c, _ in pairs] + [{**p, "sft_target": r} for p, _, r in pairs]
     return sft_batch(as_targets, tokenizer, chat_template, max_prompt_tokens)

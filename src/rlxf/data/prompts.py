@@ -1,10 +1,8 @@
-"""Turning rows into prompt token ids, and a resumable seeded stream of training prompts."""
+"""Loading a task's rows, and a resumable seeded stream of training prompts (token ids: data/prompt_tokens.py)."""
 
 from __future__ import annotations
 
 import random
-
-from transformers import PreTrainedTokenizerBase
 
 from rlxf.data.tasks import TASKS, TaskSplits
 
@@ -17,28 +15,6 @@ def load_task(data_config, seed: int) -> TaskSplits:
     if data_config.path is not None:  # the file tasks (file, preference_file)
         args.update(path=data_config.path, eval_path=data_config.eval_path)
     return TASKS.get(data_config.task)(seed=seed, eval_size=data_config.eval_size, **args)
-
-
-def render_prompt(row: dict, tokenizer: PreTrainedTokenizerBase, chat_template: bool) -> str:
-    if "messages" in row:
-        return tokenizer.apply_chat_template(row["messages"], tokenize=False, add_generation_prompt=True)
-    if chat_template:
-        messages = [{"role": "user", "content": row["prompt"]}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return row["prompt"]
-
-
-def encode_prompts(
-    rows: list[dict], tokenizer: PreTrainedTokenizerBase, chat_template: bool, max_tokens: int
-) -> list[list[int]]:
-    texts = [render_prompt(row, tokenizer, chat_template) for row in rows]
-    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    for text, ids in zip(texts, encoded):
-        if len(ids) > max_tokens:
-            raise ValueError(
-                f"prompt of {len(ids)} tokens exceeds data.max_prompt_tokens={max_tokens}: {text[:80]!r}"
-            )
-    return encoded
 
 
 class PromptStream:

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rlxf.config import Config
+from rlxf.data.sft_examples import sft_batch
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, task_evaluator
 from rlxf.loops.setup import Basics, load_policy
-from rlxf.loops.sft import sft_batch, sft_loss
+from rlxf.loops.sft import sft_loss
 
 
 def sft_objective(config: Config, basics: Basics, checkpoint: Path | None, run_dir: Path, write) -> Objective:

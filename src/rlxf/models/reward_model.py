@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from transformers import AutoModelForSequenceClassification
 
-from rlxf.train.log_probs import position_ids_from_mask
+from rlxf.batch import position_ids_from_mask
 
 
 def reward_model_from_lm(lm: torch.nn.Module) -> torch.nn.Module:

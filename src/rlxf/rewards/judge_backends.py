@@ -37,7 +37,7 @@ class EngineJudge:
         self.batch_size = batch_size
 
     def generate(self, prompts: list[str]) -> list[str | None]:
-        from rlxf.data.prompts import render_prompt
+        from rlxf.data.prompt_tokens import render_prompt
         from rlxf.rollout.sampling import SamplingParams
 
         params = SamplingParams(n=1, temperature=self.temperature, max_new_tokens=self.max_new_tokens)

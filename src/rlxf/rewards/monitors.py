@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.roles.reward import RewardRole
+from rlxf.rewards.guarded import GuardedReward
 
 
 def slope(values: Sequence[float]) -> float:
@@ -41,7 +41,7 @@ def repetition_rate(tokens: Sequence[int], n: int = 3) -> float:
 
 class RewardHackingMonitor:
     def __init__(
-        self, decode: Callable[[TrajectoryBatch], tuple[list[str], list[str]]], verifier: RewardRole | None = None,
+        self, decode: Callable[[TrajectoryBatch], tuple[list[str], list[str]]], verifier: GuardedReward | None = None,
         window: int = 8, min_slope: float = 0.0,
     ) -> None:
         self.decode = decode
@@ -89,8 +89,8 @@ def build_monitor(config, rollout, resume_step: int | None = None) -> RewardHack
     from rlxf.rewards.registry import build_reward
 
     m = config.monitor
-    verifier = (RewardRole(build_reward(m.verifier, m.verifier_kwargs), f"monitor.verifier {m.verifier}",
-                           config.reward.timeout_seconds) if m.verifier else None)
+    verifier = (GuardedReward(build_reward(m.verifier, m.verifier_kwargs), f"monitor.verifier {m.verifier}",
+                              config.reward.timeout_seconds) if m.verifier else None)
     monitor = RewardHackingMonitor(
         lambda batch: (rollout.decode_prompts(batch), rollout.decode_responses(batch)), verifier, m.window, m.min_slope,
     )

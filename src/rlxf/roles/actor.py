@@ -8,10 +8,10 @@ import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
-from rlxf.config import OptimConfig
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
+from rlxf.train.optim_config import OptimConfig
 from rlxf.train.ppo_batches import ppo_update
 from rlxf.train.process_group import build_rank_engine
 

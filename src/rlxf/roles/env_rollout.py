@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 import torch
 
 from rlxf.aio import gather
-from rlxf.batch import TrajectoryBatch
-from rlxf.data.prompts import encode_prompts
+from rlxf.batch import TrajectoryBatch, left_pad
+from rlxf.data.prompt_tokens import encode_prompts
 from rlxf.envs.base import Environment, Observation, env_factory
 from rlxf.roles.rollout import RolloutRole
-from rlxf.rollout.engine import left_pad
 from rlxf.rollout.sampling import SamplingParams
 
 

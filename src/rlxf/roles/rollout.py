@@ -5,9 +5,10 @@ from __future__ import annotations
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from rlxf.batch import TrajectoryBatch
-from rlxf.data.prompts import encode_prompts
-from rlxf.rollout.engine import Generation, RolloutEngine, left_pad
+from rlxf.batch import TrajectoryBatch, left_pad
+from rlxf.data.prompt_tokens import encode_prompts
+from rlxf.rollout.engine import RolloutEngine
+from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime.weight_sync import WeightBuckets, load_and_verify
 

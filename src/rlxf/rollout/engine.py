@@ -2,34 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from rlxf.registry import Registry
+from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
 
 if TYPE_CHECKING:
     from rlxf.rollout.interruptible import InterruptibleGeneration
-
-
-@dataclass
-class Generation:
-    """``n`` responses for each of ``len(prompts)`` prompts; row ``i * n + j`` is sample j of prompt i.
-
-    ``response_ids`` [N, R] right-padded with ``pad_id``; ``response_mask`` [N, R] 1 up to and
-    including the end-of-sequence token; ``log_probs`` [N, R] of the sampling policy (0 on padding);
-    ``stopped`` [N] True where the model emitted end-of-sequence within the budget;
-    ``prompt_index`` [N] the prompt each row answers; ``version`` the policy version that sampled it.
-    """
-
-    prompt_index: torch.Tensor
-    response_ids: torch.Tensor
-    response_mask: torch.Tensor
-    log_probs: torch.Tensor
-    stopped: torch.Tensor
-    version: int
 
 
 class RolloutEngine(Protocol):
@@ -76,24 +58,6 @@ ROLLOUT_ENGINES: Registry = Registry("rollout engine", modules=ROLLOUT_ENGINE_MO
 def engine_capabilities(name: str) -> frozenset[str]:
     """What engine ``name`` can do beyond the protocol (its class's ``capabilities``), without building it."""
     return ROLLOUT_ENGINES.get(name).capabilities
-
-
-def left_pad(prompts: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token lists -> (ids [B, P], mask [B, P]) padded on the left."""
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, tokens in enumerate(prompts):
-        if tokens:
-            ids[row, width - len(tokens):] = torch.tensor(tokens, dtype=torch.long)
-            mask[row, width - len(tokens):] = 1
-    return ids.to(device), mask.to(device)
-
-
-def response_mask_from_lengths(response_ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    """1 on positions < length (length counts the EOS token when there is one)."""
-    positions = torch.arange(response_ids.shape[1], device=response_ids.device)
-    return (positions[None, :] < lengths[:, None]).long()
 
 
 def build_engine(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, left_pad, response_mask_from_lengths
+from rlxf.batch import left_pad
+from rlxf.rollout.engine import ROLLOUT_ENGINES
+from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
 
 

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 
 import torch
 
+from rlxf.batch import left_pad
 from rlxf.rollout.decoders.base import Decoder, prefill_expanded
-from rlxf.rollout.engine import Generation, left_pad, response_mask_from_lengths
+from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 
 

@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import torch
 
+from rlxf.batch import left_pad
 from rlxf.models.loading import DTYPES
 from rlxf.rollout.decoders import make_decoder
 from rlxf.rollout.decoders.base import prefill_expanded
-from rlxf.rollout.engine import (
-    INTERRUPTIBLE,
-    ROLLOUT_ENGINES,
-    Generation,
-    left_pad,
-    response_mask_from_lengths,
-)
+from rlxf.rollout.engine import INTERRUPTIBLE, ROLLOUT_ENGINES
+from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 

@@ -47,7 +47,8 @@ from typing import Any
 
 import torch
 
-from rlxf.rollout.engine import ROLLOUT_ENGINES, Generation, response_mask_from_lengths
+from rlxf.rollout.engine import ROLLOUT_ENGINES
+from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
 
 log = logging.getLogger(__name__)

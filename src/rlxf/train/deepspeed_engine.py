@@ -37,11 +37,11 @@ import os
 import torch
 import torch.distributed as dist
 
-from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.engine import NonFiniteUpdateError, TrainEngine
 from rlxf.train.fsdp_engine import global_counts, save_full_model, share_tied_weights  # noqa: F401  (shared)
+from rlxf.train.optim_config import OptimConfig
 
 ADAM_SLOTS = ("exp_avg", "exp_avg_sq")
 

@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
+from rlxf.train.optim_config import OptimConfig
 from rlxf.train.precision import autocast
 
 

@@ -24,11 +24,11 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
-from rlxf.config import OptimConfig
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.data_parallel import all_reduce_values, global_counts  # noqa: F401  (global_counts: re-exported)
 from rlxf.train.engine import TrainEngine
+from rlxf.train.optim_config import OptimConfig
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 

@@ -18,15 +18,12 @@ import inspect
 
 import torch
 
+from rlxf.batch import position_ids_from_mask
 from rlxf.train.data_parallel import all_ranks_agree
 
 # Architectures whose transformers forward takes a gathered DynamicCache with gradients (the shared
 # prompt path); any other model runs the plain full forward.
 SHARED_PREFIX_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
-
-
-def position_ids_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
-    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
 def response_logits(

@@ -12,6 +12,8 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
+from rlxf.batch import position_ids_from_mask
+
 __all__ = ["Decoder", "as_row_index", "position_ids_from_mask", "prefill_expanded"]
 
 
@@ -35,11 +37,6 @@ class Decoder(Protocol):
     def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
         """New policy weights (HF parameter names, as model.state_dict() gives) copied in place."""
         ...
-
-
-def position_ids_from_mask(attention_mask: Tensor) -> Tensor:
-    """Position ids for a left-padded batch: 0 at the first real token of each row (pads get 0 too)."""
-    return (attention_mask.long().cumsum(-1) - 1).clamp_(min=0)
 
 
 def as_row_index(rows, device: torch.device) -> Tensor:
