@@ -1,6 +1,6 @@
 """The default recipe's RL step idle and beside a one-core busy loop, for several thread settings.
 
-    .venv/bin/python benchmarks/threads_under_load.py [--steps 6] [--sft-steps 60]
+    .venv/bin/python benchmarks/threads_under_load.py [--steps 6] [--sft-steps 60] [--reps 1] [--settings a,b]
 
 A user's laptop always runs something else. On 2 cores, torch's default (one intra-op thread per
 core, OpenMP threads that spin while they wait) made a small model's step 10-20x slower beside one
@@ -84,6 +84,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--sft-steps", type=int, default=60)
+    parser.add_argument("--reps", type=int, default=1, help="idle/loaded pairs per setting (medians)")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args, overrides = parser.parse_known_args()
@@ -93,13 +94,20 @@ def main() -> None:
     load_before = os.getloadavg()
     started = time.perf_counter()
     results = {}
-    for name in args.settings.split(","):
-        idle = run_setting(name, False, args)
-        loaded = run_setting(name, True, args)
+    names = args.settings.split(",")
+    runs: dict[str, dict[bool, list[float]]] = {name: {False: [], True: []} for name in names}
+    threads = {}
+    for _ in range(args.reps):  # settings interleaved, idle and loaded alternating: background load hits all alike
+        for name in names:
+            for loaded in (False, True):
+                out = run_setting(name, loaded, args)
+                runs[name][loaded].append(out["step_seconds"])
+                threads[name] = out["torch_threads"]
+    for name in names:
+        idle, loaded = statistics.median(runs[name][False]), statistics.median(runs[name][True])
         results[name] = {
-            "threads": idle["torch_threads"], "idle_step_s": round(idle["step_seconds"], 4),
-            "loaded_step_s": round(loaded["step_seconds"], 4),
-            "loaded_over_idle": round(loaded["step_seconds"] / idle["step_seconds"], 2),
+            "threads": threads[name], "idle_step_s": round(idle, 4), "loaded_step_s": round(loaded, 4),
+            "loaded_over_idle": round(loaded / idle, 2),
         }
     if "rlxf_default" in results:
         base = results["rlxf_default"]
@@ -107,7 +115,7 @@ def main() -> None:
             row["idle_over_rlxf_default"] = round(row["idle_step_s"] / base["idle_step_s"], 2)
             row["loaded_over_rlxf_default"] = round(row["loaded_step_s"] / base["loaded_step_s"], 2)
     print(json.dumps({
-        "benchmark": "threads_under_load", "cpus": os.cpu_count(), "steps": args.steps,
+        "benchmark": "threads_under_load", "cpus": os.cpu_count(), "steps": args.steps, "reps": args.reps,
         "load_average_before": [round(x, 2) for x in load_before], "seconds": round(time.perf_counter() - started, 1),
         "target": "rlxf_default loaded_over_idle <= 2.2", "settings": results,
     }, indent=1))

@@ -15,8 +15,6 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from functools import partial
 
-import torch
-
 from rlxf.algos import (
     apply_kl_to_rewards,
     compute_advantages,
@@ -57,20 +55,19 @@ def mean_of(history: list[dict[str, float]], prefix: str) -> dict[str, float]:
     return {f"{prefix}/{k}": sum(h[k] for h in history) / len(history) for k in keys}
 
 
-def train_on_batch(
-    batch: TrajectoryBatch, algo, actor, critic, reference, kl_control, shuffle_gen: torch.Generator,
-    on_policy_reuse: bool, timer: StageTimer, metrics: dict[str, float],
-) -> None:
+def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer, metrics: dict[str, float]) -> None:
     """The trainer's half of a step on a scored batch (shared with loops/rl_async.py): reference /
     old-policy / critic passes, advantages, the policy (and critic) updates. Fills ``batch`` and
-    ``metrics`` in place."""
+    ``metrics`` in place; ``samples`` counts the trajectories trained so far (kept across resumes)."""
+    algo, actor, critic, reference = session.config.algorithm, session.actor, session.critic, session.reference
+    kl_control, shuffle_gen = session.kl_control, session.shuffle_gen
     mask = batch.loss_mask
     if reference is not None:
         with timer("ref_log_probs"):
             batch.ref_log_probs = reference.compute_log_probs(batch)
         kl = masked_mean(kl_per_token(algo.kl_estimator, batch.rollout_log_probs, batch.ref_log_probs, algo.kl_cap), mask)
         metrics["policy/kl"] = float(kl)
-    if not on_policy_reuse:
+    if not session.on_policy_reuse:
         with timer("old_log_probs"):
             batch.old_log_probs = actor.compute_log_probs(batch)
     if critic is not None:
@@ -95,6 +92,8 @@ def train_on_batch(
     if critic is not None:
         with timer("critic_train"):
             metrics.update(mean_of(critic.update(batch, shuffle_gen), "critic"))
+    session.state.samples += len(batch)
+    metrics["samples"] = session.state.samples
 
 
 @LOOPS.register("rl")
@@ -148,8 +147,7 @@ def run_steps(session: RLSession) -> None:
             write(f"step {step} failed; run saved at step {before.step} in {run_dir} (rlxf train --resume {run_dir})")
             raise
         batch = batch.to(basics.device)
-        train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control,
-                       session.shuffle_gen, session.on_policy_reuse, timer, metrics)
+        train_on_batch(session, batch, timer, metrics)
         with timer("weight_sync"):
             metrics.update(sync_weights(actor, rollout, step, config.runtime.weight_sync))
         lengths = batch.response_lengths.float()
@@ -157,7 +155,6 @@ def run_steps(session: RLSession) -> None:
             "response/length_mean": float(lengths.mean()),
             "response/length_max": float(lengths.max()),
             "response/truncated_fraction": float(batch.truncated.float().mean()),
-            "samples": step * len(batch),
         })
         session.evaluate_if_due(step, timer, metrics)
         with timer("monitor"):

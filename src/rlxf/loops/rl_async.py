@@ -84,7 +84,6 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
 
     producer = RestartingProducer(session.runtime, rollout, start, post_latest, config.runtime.max_restarts)
     progress = session.progress_bar()
-    samples = state.step * tcfg.prompts_per_step * params.n
     try:
         for step in range(state.step + 1, tcfg.steps + 1):
             timer, metrics, step_start = StageTimer(), {}, time.perf_counter()
@@ -107,16 +106,14 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "time/generation": item.generation_seconds,
             })
             batch = batch.to(basics.device)
-            train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control, shuffle_gen,
-                           session.on_policy_reuse, timer, metrics)
+            train_on_batch(session, batch, timer, metrics)
             trained["version"] = step
             with timer("weight_sync"):
                 producer.post_weights(exported_weights(actor, step, bucket_bytes))
-            samples += len(batch)
             lengths = batch.response_lengths.float()
             metrics.update({
                 "response/length_mean": float(lengths.mean()), "response/length_max": float(lengths.max()),
-                "response/truncated_fraction": float(batch.truncated.float().mean()), "samples": samples,
+                "response/truncated_fraction": float(batch.truncated.float().mean()),
             })
             session.evaluate_if_due(step, timer, metrics, LentRollout(producer))
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from rlxf.algos import kl_controller_from_config
+from rlxf.algos import AdaptiveKLController, FixedKLController, kl_controller_from_config
 from rlxf.config import Config, dump_config
 from rlxf.eval.accuracy import evaluate
 from rlxf.loops.run_dir import prepare_run_dir
@@ -35,8 +35,9 @@ from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
 from rlxf.roles.critic import CriticRole
 from rlxf.roles.reference import ReferenceRole
+from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.sampling import SamplingParams
-from rlxf.runtime import build_runtime
+from rlxf.runtime import Runtime, build_runtime
 from rlxf.tracking.metrics import MetricsLogger
 from rlxf.train.checkpoint import latest_valid_checkpoint
 from rlxf.train.ppo_batches import needs_old_log_probs
@@ -46,19 +47,22 @@ NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
 
 @dataclass
 class RLSession:
+    """A run's pieces, typed by what the loop calls on them: with a process or Ray runtime the roles
+    are proxies with the same methods (runtime/proxy.py)."""
+
     config: Config
     run_dir: Path
-    checkpoint: Path | None
-    runtime: object
+    checkpoint: Path | None  # resumed from; None on a fresh run
+    runtime: Runtime
     basics: Basics
     state: RunState
-    rollout: object
-    reference: object | None
-    actor: object
-    critic: object | None
+    rollout: RolloutRole
+    reference: ReferenceRole | None  # algorithm.kl_coef > 0
+    actor: ActorRole
+    critic: CriticRole | None  # algorithm.use_critic
     sample_gen: torch.Generator
     shuffle_gen: torch.Generator
-    kl_control: object
+    kl_control: FixedKLController | AdaptiveKLController
     params: SamplingParams
     on_policy_reuse: bool
     logger: MetricsLogger

@@ -15,6 +15,7 @@ from rlxf.train import checkpoint as ckpt
 class RunState:
     step: int = 0  # RL steps completed
     data_position: int = 0  # prompts drawn from the training stream
+    samples: int = 0  # trajectories trained (the ``samples`` metric; stale ones the async loop dropped not counted)
     sample_rng: str = ""  # rollout sampling generator state
     shuffle_rng: str = ""  # mini-batch shuffling generator state
     kl_coef: float | None = None  # the (adaptive) KL controller's current value
