@@ -47,17 +47,17 @@ def cmd_train(ns: argparse.Namespace) -> int:
 def cmd_eval(ns: argparse.Namespace) -> int:
     from rlxf.config import load_config
     from rlxf.eval.accuracy import evaluate
-    from rlxf.loops.setup import build_basics, build_rollout, load_policy
+    from rlxf.loops.setup import build_rollout, build_run_context, load_policy
 
     recipe, overrides = _split_recipe(ns.args)
     config = load_config(recipe, overrides)
-    basics = build_basics(config)
-    path = ns.model or basics.model_path
-    policy = load_policy(config, path, basics.device)
-    rollout = build_rollout(config, policy, basics.tokenizer)
+    context = build_run_context(config)
+    path = ns.model or context.model_path
+    policy = load_policy(config, path, context.device)
+    rollout = build_rollout(config, policy, context.tokenizer)
     tokens = config.eval.max_new_tokens or config.rollout.max_new_tokens
-    result = evaluate(rollout, basics.reward, basics.task.eval, config.eval.batch_size, tokens)
-    print(json.dumps({"model": path, "eval_size": len(basics.task.eval), **result}, indent=1))
+    result = evaluate(rollout, context.reward, context.task.eval, config.eval.batch_size, tokens)
+    print(json.dumps({"model": path, "eval_size": len(context.task.eval), **result}, indent=1))
     return 0
 
 

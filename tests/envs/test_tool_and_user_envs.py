@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlxf.aio import resolve
+from rlxf.awaitables import resolve
 from rlxf.envs.base import env_factory
 from rlxf.envs.simulated_user import SimulatedUserEnv
 from rlxf.envs.tool_use import ToolUseEnv, parse_tool_call

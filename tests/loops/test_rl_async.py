@@ -55,13 +55,13 @@ def test_resume_keeps_the_bound(tmp_path, tiny_model_dir):
 
 def evaluate_policy(tmp_path, tiny_model_dir, policy_dir) -> dict:
     from rlxf.eval.accuracy import evaluate
-    from rlxf.loops.setup import build_basics, build_rollout, load_policy
+    from rlxf.loops.setup import build_rollout, build_run_context, load_policy
 
     config = load_config(None, [*small_overrides(tmp_path / "eval", tiny_model_dir, steps=1), "threads=1",
                                 "rollout.max_new_tokens=12"])
-    basics = build_basics(config)
-    rollout = build_rollout(config, load_policy(config, str(policy_dir), basics.device), basics.tokenizer)
-    return evaluate(rollout, basics.reward, basics.task.eval, config.eval.batch_size, 12)
+    context = build_run_context(config)
+    rollout = build_rollout(config, load_policy(config, str(policy_dir), context.device), context.tokenizer)
+    return evaluate(rollout, context.reward, context.task.eval, config.eval.batch_size, 12)
 
 
 @pytest.mark.parametrize("load_every", [1, 3])

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS, StepResult
-from rlxf.envs.scoring import AnswerScorer
 from rlxf.rewards.registry import import_object
 
 

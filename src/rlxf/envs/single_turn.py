@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS, StepResult
-from rlxf.envs.scoring import AnswerScorer
 
 
 @ENVS.register("single_turn")

@@ -18,8 +18,8 @@ import asyncio
 import re
 from typing import Any
 
+from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS, StepResult
-from rlxf.envs.scoring import AnswerScorer
 from rlxf.envs.tools import TOOLS, ToolError
 
 TOOL_CALL = re.compile(r"@([A-Za-z_]\w*)\((.*)\)\s*$", re.DOTALL)

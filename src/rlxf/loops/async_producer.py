@@ -251,7 +251,7 @@ def start_producer(
     prompts_per_step: int, params: SamplingParams, async_cfg, checksum: bool,
 ) -> RolloutProducer:
     """A started producer beside ``rollout`` (``runtime.attach`` calls this where the rollout role
-    lives). ``scorer(rollout, batch)`` scores a batch in place (loops/scoring.py); ``sample_rng`` is the
+    lives). ``scorer(rollout, batch)`` scores a batch in place (loops/batch_scorer.py); ``sample_rng`` is the
     sampling generator's state (train/checkpoint.py's JSON form)."""
     generator = torch.Generator(device=rollout.engine.device)
     generator.set_state(generator_state_from_json(sample_rng))

@@ -25,7 +25,7 @@ from rlxf.config import Config
 from rlxf.data.preferences import pair_batch
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, task_evaluator, warm_start_policy
-from rlxf.loops.setup import Basics, load_policy
+from rlxf.loops.setup import RunContext, load_policy
 from rlxf.train.log_probs import sequence_log_probs
 
 # Losses on length-averaged sequence log-probs (the others take the sum over response tokens).
@@ -92,23 +92,23 @@ def pair_loss_share(
     return loss * (len(rows) / total_pairs), metrics
 
 
-def dpo_objective(config: Config, basics: Basics, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
     cfg = config.preference.loss
     reference_dir = run_dir / "reference"
     if checkpoint:
-        policy = load_policy(config, str(checkpoint / "policy"), basics.device)
+        policy = load_policy(config, str(checkpoint / "policy"), context.device)
     else:
-        policy = warm_start_policy(config, basics, write)
+        policy = warm_start_policy(config, context, write)
         if cfg.uses_reference:
             policy.save_pretrained(reference_dir)
-    scorer = PairScorer(config, basics.tokenizer)
-    train_rows, eval_rows = basics.task.train, basics.task.eval
+    scorer = PairScorer(config, context.tokenizer)
+    train_rows, eval_rows = context.task.train, context.task.eval
     if cfg.uses_reference:
         write(f"reference log-probs of {len(train_rows) + len(eval_rows)} pairs")
-        reference = load_policy(config, str(reference_dir), basics.device).requires_grad_(False)
+        reference = load_policy(config, str(reference_dir), context.device).requires_grad_(False)
         train_rows, eval_rows = scorer.with_reference(reference, train_rows), scorer.with_reference(reference, eval_rows)
         del reference
-    task_eval = task_evaluator(config, basics, policy)
+    task_eval = task_evaluator(config, context, policy)
     micro = config.preference.micro_batch_size
 
     def step_inputs(rows: list[dict]):

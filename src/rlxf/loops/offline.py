@@ -23,7 +23,7 @@ import torch
 from rlxf.config import Config, OptimConfig, dump_config
 from rlxf.data.prompts import PromptStream
 from rlxf.loops.run_state import RunState, load_run_state
-from rlxf.loops.setup import Basics, build_basics, build_rollout, load_policy
+from rlxf.loops.setup import RunContext, build_rollout, build_run_context, load_policy
 from rlxf.loops.sft import run_sft
 from rlxf.loops.summary import write_summary
 from rlxf.tracking.metrics import MetricsLogger
@@ -46,35 +46,35 @@ class Objective:
     model_name: str = "policy"
 
 
-# (config, basics, checkpoint to resume from or None, run dir, write) -> Objective
-ObjectiveBuilder = Callable[[Config, Basics, "Path | None", Path, Callable[[str], None]], Objective]
+# (config, context, checkpoint to resume from or None, run dir, write) -> Objective
+ObjectiveBuilder = Callable[[Config, RunContext, "Path | None", Path, Callable[[str], None]], Objective]
 
 
-def warm_start_policy(config: Config, basics: Basics, write: Callable[[str], None]) -> torch.nn.Module:
+def warm_start_policy(config: Config, context: RunContext, write: Callable[[str], None]) -> torch.nn.Module:
     """The policy at ``model.path``, after the ``sft`` warm-up stage when ``sft.steps > 0``."""
-    policy = load_policy(config, basics.model_path, basics.device)
+    policy = load_policy(config, context.model_path, context.device)
     if config.sft.steps:
         write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
         losses = run_sft(
-            policy, basics.tokenizer, basics.task.train, config.sft, config.seed,
+            policy, context.tokenizer, context.task.train, config.sft, config.seed,
             config.data.chat_template, config.data.max_prompt_tokens,
         )
         write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return policy
 
 
-def task_evaluator(config: Config, basics: Basics, policy: torch.nn.Module) -> Callable[[], dict[str, float]]:
+def task_evaluator(config: Config, context: RunContext, policy: torch.nn.Module) -> Callable[[], dict[str, float]]:
     """Greedy held-out answers of ``policy`` scored by the eval reward (``eval/accuracy`` etc.)."""
     from rlxf.eval.accuracy import evaluate
 
-    rollout = build_rollout(config, policy, basics.tokenizer)
+    rollout = build_rollout(config, policy, context.tokenizer)
     tokens = config.eval.max_new_tokens or config.rollout.max_new_tokens
     version = [0]
 
     def run() -> dict[str, float]:
         version[0] += 1
         rollout.update_weights(policy.state_dict(), version=version[0])
-        return evaluate(rollout, basics.eval_reward, basics.task.eval, config.eval.batch_size, tokens)
+        return evaluate(rollout, context.eval_reward, context.task.eval, config.eval.batch_size, tokens)
 
     return run
 
@@ -101,10 +101,10 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         write(f"no checkpoint in {run_dir}: starting the run from the beginning")
     prepare_run_dir(run_dir, resume, write)
     (run_dir / "config.yaml").write_text(dump_config(config))
-    basics = build_basics(config)
+    context = build_run_context(config)
     torch.manual_seed(config.seed)
     state = load_run_state(checkpoint) if checkpoint else RunState()
-    objective = build(config, basics, checkpoint, run_dir, write)
+    objective = build(config, context, checkpoint, run_dir, write)
     engine = TrainEngine(objective.model, objective.optim)
     if checkpoint:
         ckpt.load_optimizer(engine.optimizer, engine.scheduler, checkpoint, "trainer")
@@ -115,7 +115,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
 
     def save() -> None:
         state.wall_seconds = prior_wall + time.time() - started
-        save_offline_checkpoint(run_dir, state, objective, engine, basics.tokenizer, config.checkpoint.keep_last)
+        save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last)
 
     if checkpoint is None:
         state.last_eval = objective.evaluate()

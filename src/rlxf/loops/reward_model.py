@@ -21,7 +21,7 @@ from rlxf.config import Config
 from rlxf.data.preferences import pair_batch, without_eos
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, warm_start_policy
-from rlxf.loops.setup import Basics
+from rlxf.loops.setup import RunContext
 from rlxf.models.reward_model import load_reward_model, reward_model_from_lm, sequence_rewards
 
 
@@ -33,13 +33,13 @@ def pair_scores(model: torch.nn.Module, batch) -> tuple[torch.Tensor, torch.Tens
     return scores[:half], scores[half:]
 
 
-def reward_model_objective(config: Config, basics: Basics, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def reward_model_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
     if checkpoint:
-        model = load_reward_model(str(checkpoint / "reward_model"), basics.device)
+        model = load_reward_model(str(checkpoint / "reward_model"), context.device)
     else:
-        model = reward_model_from_lm(warm_start_policy(config, basics, write))
+        model = reward_model_from_lm(warm_start_policy(config, context, write))
     model.requires_grad_(True)
-    micro, tokenizer = config.preference.micro_batch_size, basics.tokenizer
+    micro, tokenizer = config.preference.micro_batch_size, context.tokenizer
 
     def batch_of(rows: list[dict]):
         batch = pair_batch(rows, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
@@ -56,14 +56,14 @@ def reward_model_objective(config: Config, basics: Basics, checkpoint: Path | No
     @torch.no_grad()
     def evaluate() -> dict[str, float]:
         model.eval()
-        rows = basics.task.eval
+        rows = context.task.eval
         parts = [pair_scores(model, batch_of(rows[i: i + micro])) for i in range(0, len(rows), micro)]
         chosen, rejected = torch.cat([c for c, _ in parts]), torch.cat([r for _, r in parts])
         loss, accuracy = bradley_terry_loss(chosen, rejected)
         return {"eval/accuracy": accuracy, "eval/margin": float((chosen - rejected).mean()), "eval/loss": float(loss)}
 
     return Objective(
-        model=model, optim=config.preference.optim, rows=basics.task.train, steps=config.preference.steps,
+        model=model, optim=config.preference.optim, rows=context.task.train, steps=config.preference.steps,
         batch_size=config.preference.batch_size, step_inputs=step_inputs, evaluate=evaluate,
         save_model=model.save_pretrained, model_name="reward_model",
     )

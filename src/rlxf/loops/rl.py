@@ -26,12 +26,12 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.config import Config
 from rlxf.data.prompts import PromptStream
 from rlxf.loops import LOOPS
+from rlxf.loops.batch_scorer import BatchScorer
 from rlxf.loops.dynamic_sampling import fill_batch
 from rlxf.loops.greedy_baseline import greedy_baseline_rewards, needs_greedy_baseline
 from rlxf.loops.overlong import filter_overlong
 from rlxf.loops.rl_session import RLSession, start_session
 from rlxf.loops.run_state import RunState
-from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
 from rlxf.rewards.monitors import build_monitor
 from rlxf.runtime.weight_sync import sync_weights
@@ -110,11 +110,11 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
 def run_steps(session: RLSession) -> None:
     """The steps from the session's state to ``train.steps`` (or to a stop signal)."""
     config, write = session.config, session.write
-    run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
+    run_dir, context, state, rollout, actor = session.run_dir, session.context, session.state, session.rollout, session.actor
     algo, tcfg, params, sample_gen = config.algorithm, config.train, session.params, session.sample_gen
     monitor = build_monitor(config, rollout, resume_step=session.resume_step)  # monitor/* metrics
-    stream = PromptStream(basics.task.train, seed=config.seed, position=state.data_position)
-    score = BatchScorer(basics.reward, algo, params.max_new_tokens)
+    stream = PromptStream(context.task.train, seed=config.seed, position=state.data_position)
+    score = BatchScorer(context.reward, algo, params.max_new_tokens)
 
     def rollout_and_score(rows: list[dict], first_group: int, timer: StageTimer, metrics: dict) -> TrajectoryBatch:
         with timer("generation"):
@@ -126,7 +126,7 @@ def run_steps(session: RLSession) -> None:
         if needs_greedy_baseline(algo):
             with timer("greedy_baseline"):
                 batch.baseline_rewards = greedy_baseline_rewards(
-                    rollout, basics.reward, algo, rows, params, batch, first_group
+                    rollout, context.reward, algo, rows, params, batch, first_group
                 )
         return batch
 
@@ -139,14 +139,14 @@ def run_steps(session: RLSession) -> None:
         try:
             batch = fill_batch(
                 partial(rollout_and_score, timer=timer, metrics=metrics), stream, tcfg.prompts_per_step, algo,
-                basics.tokenizer.pad_token_id, metrics,
+                context.tokenizer.pad_token_id, metrics,
             )
         except Exception:
             # Nothing of this step was trained yet: keep everything up to the previous step.
             session.save(before)
             write(f"step {step} failed; run saved at step {before.step} in {run_dir} (rlxf train --resume {run_dir})")
             raise
-        batch = batch.to(basics.device)
+        batch = batch.to(context.device)
         train_on_batch(session, batch, timer, metrics)
         with timer("weight_sync"):
             metrics.update(sync_weights(actor, rollout, step, config.runtime.weight_sync))

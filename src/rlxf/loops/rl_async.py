@@ -42,9 +42,9 @@ from rlxf.config import Config
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
 from rlxf.loops.async_restart import RestartingProducer
+from rlxf.loops.batch_scorer import BatchScorer
 from rlxf.loops.rl import StageTimer, train_on_batch
 from rlxf.loops.rl_session import start_session
-from rlxf.loops.scoring import BatchScorer
 from rlxf.loops.summary import write_summary
 from rlxf.runtime.weight_sync import exported_weights
 from rlxf.train.checkpoint import generator_state_to_json
@@ -64,15 +64,15 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     config = async_config(config)
     acfg, algo, tcfg = config.async_rl, config.algorithm, config.train
     session = start_session(config, resume, write)
-    run_dir, basics, state, rollout, actor = session.run_dir, session.basics, session.state, session.rollout, session.actor
+    run_dir, context, state, rollout, actor = session.run_dir, session.context, session.state, session.rollout, session.actor
     params, sample_gen, shuffle_gen = session.params, session.sample_gen, session.shuffle_gen
 
-    scorer = BatchScorer(session.runtime.portable(basics.reward, config.reward), algo, params.max_new_tokens)
+    scorer = BatchScorer(session.runtime.portable(context.reward, config.reward), algo, params.max_new_tokens)
     bucket_bytes = int(config.runtime.weight_sync.bucket_mb * 2**20)
 
     def start():  # a producer from the last trained step (a fresh run: step 0)
         return session.runtime.attach(
-            rollout, start_producer, scorer, basics.task.train, config.seed, state.data_position,
+            rollout, start_producer, scorer, context.task.train, config.seed, state.data_position,
             state.sample_rng or generator_state_to_json(sample_gen), state.step + 1, tcfg.prompts_per_step,
             params, acfg, config.runtime.weight_sync.checksum,
         )
@@ -105,7 +105,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
                 "async/oldest_version": float(sample_versions(batch).min()),
                 "time/generation": item.generation_seconds,
             })
-            batch = batch.to(basics.device)
+            batch = batch.to(context.device)
             train_on_batch(session, batch, timer, metrics)
             trained["version"] = step
             with timer("weight_sync"):

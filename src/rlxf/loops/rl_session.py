@@ -21,9 +21,9 @@ from rlxf.eval.accuracy import evaluate
 from rlxf.loops.run_dir import prepare_run_dir
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import (
-    Basics,
-    build_basics,
+    RunContext,
     build_rollout,
+    build_run_context,
     frozen_copy,
     generation_budget,
     load_policy,
@@ -54,7 +54,7 @@ class RLSession:
     run_dir: Path
     checkpoint: Path | None  # resumed from; None on a fresh run
     runtime: Runtime
-    basics: Basics
+    context: RunContext
     state: RunState
     rollout: RolloutRole
     reference: ReferenceRole | None  # algorithm.kl_coef > 0
@@ -76,13 +76,13 @@ class RLSession:
         at_state.wall_seconds = self.prior_wall + time.time() - self.started
         at_state.step_metrics = dict(metrics or {})
         at_state.kl_coef = self.kl_control.value
-        save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.basics.tokenizer,
+        save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.context.tokenizer,
                         self.config.checkpoint.keep_last)
 
     def evaluate(self, rollout=None) -> dict[str, float]:
         """Held-out greedy evaluation with ``rollout`` (default: the session's rollout role)."""
         tokens = self.config.eval.max_new_tokens or self.config.rollout.max_new_tokens
-        return evaluate(self.rollout if rollout is None else rollout, self.basics.eval_reward, self.basics.task.eval,
+        return evaluate(self.rollout if rollout is None else rollout, self.context.eval_reward, self.context.task.eval,
                         self.config.eval.batch_size, tokens)
 
     def evaluate_if_due(self, step: int, timer, metrics: dict[str, float], rollout=None) -> None:
@@ -148,16 +148,16 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     (run_dir / "config.yaml").write_text(dump_config(config))
 
     runtime = build_runtime(config)  # embedded (in-process) or ray: role constructors go through runtime.place
-    basics = build_basics(config, runtime=runtime)
+    context = build_run_context(config, runtime=runtime)
     algo, tcfg = config.algorithm, config.train
     torch.manual_seed(config.seed)
     state = load_run_state(checkpoint) if checkpoint else RunState()
-    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else basics.model_path, basics.device)
-    rollout = build_rollout(config, policy, basics.tokenizer, runtime)
+    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else context.model_path, context.device)
+    rollout = build_rollout(config, policy, context.tokenizer, runtime)
     if checkpoint is None and config.sft.steps:
         write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
         sft_losses = run_sft(
-            policy, basics.tokenizer, basics.task.train, config.sft, config.seed,
+            policy, context.tokenizer, context.task.train, config.sft, config.seed,
             config.data.chat_template, config.data.max_prompt_tokens,
         )
         write(f"SFT done: loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.3f}")
@@ -169,7 +169,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
             policy.save_pretrained(reference_dir)
         reference = runtime.place(
             "reference", ReferenceRole,
-            load_policy(config, str(reference_dir), basics.device), tcfg.micro_batch_size, config.rollout.temperature
+            load_policy(config, str(reference_dir), context.device), tcfg.micro_batch_size, config.rollout.temperature
         )
     # With train.world_size > 1 the Ray runtime places N ranks behind one group proxy (runtime/group_proxy.py).
     actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
@@ -177,15 +177,15 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
                           micro_batch_tokens=tcfg.micro_batch_tokens, max_response_len=generation_budget(config))
     critic = None
     if algo.use_critic:
-        critic_lm = load_policy(config, config.model.critic_path, basics.device) if config.model.critic_path else frozen_copy(policy)
+        critic_lm = load_policy(config, config.model.critic_path, context.device) if config.model.critic_path else frozen_copy(policy)
         critic = runtime.place(
             "critic", CriticRole,
-            ValueModel(critic_lm.requires_grad_(True)).to(basics.device), tcfg.critic_optim, algo,
+            ValueModel(critic_lm.requires_grad_(True)).to(context.device), tcfg.critic_optim, algo,
             tcfg.mini_batch_size, tcfg.micro_batch_size, backend=tcfg.backend,
             engine_options=tcfg.engine_options(), micro_batch_tokens=tcfg.micro_batch_tokens,
             max_response_len=generation_budget(config),
         )
-    sample_gen = torch.Generator(device=basics.device).manual_seed(config.seed)
+    sample_gen = torch.Generator(device=context.device).manual_seed(config.seed)
     shuffle_gen = torch.Generator().manual_seed(config.seed + 1)
     kl_control = kl_controller_from_config(algo)
     if checkpoint:
@@ -197,7 +197,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
     params = sampling_params(config)
     session = RLSession(
-        config=config, run_dir=run_dir, checkpoint=checkpoint, runtime=runtime, basics=basics, state=state,
+        config=config, run_dir=run_dir, checkpoint=checkpoint, runtime=runtime, context=context, state=state,
         rollout=rollout, reference=reference, actor=actor, critic=critic, sample_gen=sample_gen,
         shuffle_gen=shuffle_gen, kl_control=kl_control, params=params,
         on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs),
@@ -209,7 +209,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     if checkpoint is None:
         state.last_eval = session.evaluate()
         state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
-        write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on {len(basics.task.eval)} problems")
+        write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on {len(context.task.eval)} problems")
         session.logger.log(0, state.last_eval)
         state.capture(sample_gen, shuffle_gen, state.data_position)
         session.save(state)

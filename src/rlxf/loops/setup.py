@@ -40,7 +40,10 @@ def configure_torch(config: Config) -> None:
 
 
 @dataclass
-class Basics:
+class RunContext:
+    """What every loop builds first from the config: where it runs, the model's path and tokenizer, the
+    task's rows and the rewards."""
+
     device: str
     model_path: str
     tokenizer: transformers.PreTrainedTokenizerBase
@@ -53,12 +56,12 @@ def build_reward_role(cfg: RewardConfig) -> RewardRole:
     return RewardRole(build_reward(cfg.function, cfg.kwargs), cfg.function, cfg.timeout_seconds)
 
 
-def build_basics(config: Config, cache_dir: str = ".cache/models", runtime=None) -> Basics:
+def build_run_context(config: Config, cache_dir: str = ".cache/models", runtime=None) -> RunContext:
     """``runtime`` (rlxf.runtime) places the training reward role; None keeps it in this process."""
     configure_torch(config)
     model_path = resolve_model_path(config.model.path, cache_dir)
     reward = runtime.place("reward", build_reward_role, config.reward) if runtime else build_reward_role(config.reward)
-    return Basics(
+    return RunContext(
         device=pick_device(config.model.device),
         model_path=model_path,
         tokenizer=load_tokenizer(model_path),

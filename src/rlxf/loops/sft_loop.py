@@ -14,21 +14,21 @@ from rlxf.config import Config
 from rlxf.data.sft_examples import sft_batch
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, task_evaluator
-from rlxf.loops.setup import Basics, load_policy
+from rlxf.loops.setup import RunContext, load_policy
 from rlxf.loops.sft import sft_loss
 
 
-def sft_objective(config: Config, basics: Basics, checkpoint: Path | None, run_dir: Path, write) -> Objective:
-    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else basics.model_path, basics.device)
+def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else context.model_path, context.device)
 
     def step_inputs(rows: list[dict]):
-        batch = sft_batch(rows, basics.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+        batch = sft_batch(rows, context.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
         return [batch], lambda micro: sft_loss(policy, micro)
 
     return Objective(
-        model=policy, optim=config.sft.optim, rows=basics.task.train, steps=config.sft.steps,
+        model=policy, optim=config.sft.optim, rows=context.task.train, steps=config.sft.steps,
         batch_size=config.sft.batch_size, step_inputs=step_inputs,
-        evaluate=task_evaluator(config, basics, policy), save_model=policy.save_pretrained,
+        evaluate=task_evaluator(config, context, policy), save_model=policy.save_pretrained,
     )
 
 

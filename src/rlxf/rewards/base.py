@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from rlxf.aio import resolve
+from rlxf.awaitables import resolve
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from rlxf.aio import gather
+from rlxf.awaitables import gather
 from rlxf.registry import Registry
 from rlxf.rewards.base import RewardOutput, as_output
 from rlxf.rewards.registry import REWARDS, build_reward

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rlxf.aio import gather
+from rlxf.awaitables import gather
 from rlxf.batch import TrajectoryBatch, left_pad
 from rlxf.data.prompt_tokens import encode_prompts
 from rlxf.envs.base import Environment, Observation, env_factory
