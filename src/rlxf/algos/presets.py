@@ -76,7 +76,7 @@ PRESET_SOURCES: dict[str, str] = {
     "grpo": "Shao et al. 2024 (DeepSeekMath)",
     "dr_grpo": "Liu et al. 2025 (Understanding R1-Zero-like training)",
     "dapo": "Yu et al. 2025 (DAPO)",
-    "rloo": "Ahmadian et al. 2024 (Back to RunContext)",
+    "rloo": "Ahmadian et al. 2024 (Back to Basics)",
     "reinforce_pp": "Hu 2025 (REINFORCE++)",
     "reinforce_pp_baseline": "Hu 2025 (REINFORCE++), group-mean baseline variant",
     "remax": "Li et al. 2024 (ReMax)",
