@@ -58,7 +58,8 @@ def mean_of(history: list[dict[str, float]], prefix: str) -> dict[str, float]:
 def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer, metrics: dict[str, float]) -> None:
     """The trainer's half of a step on a scored batch (shared with loops/rl_async.py): reference /
     old-policy / critic passes, advantages, the policy (and critic) updates. Fills ``batch`` and
-    ``metrics`` in place; ``samples`` counts the trajectories trained so far (kept across resumes)."""
+    ``metrics`` in place, with the batch's response lengths; ``samples`` counts the trajectories trained
+    so far (kept across resumes)."""
     algo, actor, critic, reference = session.config.algorithm, session.actor, session.critic, session.reference
     kl_control, shuffle_gen = session.kl_control, session.shuffle_gen
     mask = batch.loss_mask
@@ -93,7 +94,13 @@ def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer
         with timer("critic_train"):
             metrics.update(mean_of(critic.update(batch, shuffle_gen), "critic"))
     session.state.samples += len(batch)
-    metrics["samples"] = session.state.samples
+    lengths = batch.response_lengths.float()
+    metrics.update({
+        "samples": session.state.samples,
+        "response/length_mean": float(lengths.mean()),
+        "response/length_max": float(lengths.max()),
+        "response/truncated_fraction": float(batch.truncated.float().mean()),
+    })
 
 
 @LOOPS.register("rl")
@@ -150,12 +157,6 @@ def run_steps(session: RLSession) -> None:
         train_on_batch(session, batch, timer, metrics)
         with timer("weight_sync"):
             metrics.update(sync_weights(actor, rollout, step, config.runtime.weight_sync))
-        lengths = batch.response_lengths.float()
-        metrics.update({
-            "response/length_mean": float(lengths.mean()),
-            "response/length_max": float(lengths.max()),
-            "response/truncated_fraction": float(batch.truncated.float().mean()),
-        })
         session.evaluate_if_due(step, timer, metrics)
         with timer("monitor"):
             metrics.update(monitor.observe(batch, metrics))

@@ -110,11 +110,6 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             trained["version"] = step
             with timer("weight_sync"):
                 producer.post_weights(exported_weights(actor, step, bucket_bytes))
-            lengths = batch.response_lengths.float()
-            metrics.update({
-                "response/length_mean": float(lengths.mean()), "response/length_max": float(lengths.max()),
-                "response/truncated_fraction": float(batch.truncated.float().mean()),
-            })
             session.evaluate_if_due(step, timer, metrics, LentRollout(producer))
             state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
             state.shuffle_rng = generator_state_to_json(shuffle_gen)
