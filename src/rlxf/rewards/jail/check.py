@@ -91,7 +91,7 @@ class Client:
                 return wire.decode(reply["ok"], lambda ref: Remote(self, ref))
             except wire.ProtocolError as err:
                 self._fail(f"protocol error: {err}")
-        if reply.get("stop") is True:
+        if reply.get("stop") is True and op == "next":  # elsewhere a StopIteration could end a test's loop
             raise StopIteration
         if "raise" in reply and type(reply["raise"]) is list and len(reply["raise"]) == 2:
             name, message = (str(x) for x in reply["raise"])
@@ -204,9 +204,7 @@ def run_test(client, spec, test):
     exec(code, env)
 
 
-def main(chan, spec_fd, report_fd, deadline):
-    with open(spec_fd, "rb", closefd=True) as f:
-        spec = json.loads(f.read().decode("utf-8"))
+def main(chan, spec, report_fd, deadline):
     client = Client(chan, deadline)
     results = []
     try:
