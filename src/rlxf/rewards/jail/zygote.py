@@ -384,7 +384,7 @@ def main(cfg):
             layers += ["readonly_fs", "minimal_root", "private_tmp", "hidepid"]
     else:
         kernel.prctl(kernel.PR_SET_CHILD_SUBREAPER, 1)
-        layers.append("subreaper")
+        layers += ["subreaper", "host_filesystem"]  # no mount namespace: the host's files are visible
     layers += ["no_new_privs", "rlimits", "scrubbed_env"]
     for name in PRELOAD:
         __import__(name)
