@@ -206,8 +206,9 @@ class Job:
                 if now >= next_scan:
                     next_scan = now + _SCAN_INTERVAL
                     table = PROCS.get()
+                    inner = zygote.proc.pid if zygote.mode == "basic" else None  # else unshare's child
                     seen.update((p, table[p][1]) for p in descendants(zygote.proc.pid, table)
-                                if table[p][0] != zygote.proc.pid)  # not the zygote itself
+                                if p != inner and not (inner is None and table[p][0] == zygote.proc.pid))
                 for key, _ in sel.select(min(0.25, deadline - now)):
                     fd = key.fd
                     if fd == zygote.sock.fileno():

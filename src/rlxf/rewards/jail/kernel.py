@@ -10,6 +10,7 @@ libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes
 libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 libc.unshare.argtypes = [ctypes.c_int]
+libc.setns.argtypes = [ctypes.c_int, ctypes.c_int]
 
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_MOVE, MS_REC, MS_PRIVATE = (
     1, 2, 4, 8, 32, 4096, 8192, 16384, 1 << 18)
@@ -44,6 +45,10 @@ def umount_detach(target):
 
 def unshare(flags):
     _check(libc.unshare(flags), "unshare")
+
+
+def setns(fd, nstype):
+    _check(libc.setns(fd, nstype), "setns")
 
 
 def prctl(op, a=0, b=0, c=0, d=0):

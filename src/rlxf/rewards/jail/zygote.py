@@ -3,14 +3,13 @@
 Started by the parent inside ``unshare`` (its own pid, mount, network, IPC and UTS namespaces), it builds
 the filesystem view (``view.py``), imports the common standard library once, then serves jobs from a
 socket. A job has one or two roles: the candidate (the policy's program) and, for function tests, the
-checker. Each role gets a fresh set of namespaces of its own, a private tmpfs /tmp, its own uid (as root)
-and rlimits, so a run costs two forks instead of two interpreter start-ups:
-
-    zygote ── fork A (unshare pid/mount/net/ipc/uts) ── fork B: init, pid 1 of the run ── fork C: the worker
-
-B mounts /proc and /tmp, watches the run's process count and reports how C ended on a status pipe that
-C never holds; when B exits the kernel kills everything left in the run's pid namespace. The zygote never
-reads a program or a test (C reads them from its own pipes), so nothing of one run is in the memory that
+checker. Each role is one fork of the zygote: pid 1 of a new pid namespace, with mount, IPC and UTS
+namespaces of its own (the network namespace is the zygote's: see NS_FLAGS), a fresh /proc that hides
+other uids' processes, a private tmpfs /tmp, its own uid (as root) and rlimits. So a run costs a fork,
+not an interpreter start-up. When a role's process exits the kernel kills everything left in its pid
+namespace; the zygote waits for it (a pidfd), enforces the wall clock and counts processes (where
+RLIMIT_NPROC does not hold), kills what is left of a job and reaps it. The zygote never
+reads a program or a test (each run reads its own from its pipes), so nothing of one run is in the memory that
 the next run inherits. Runs inside the sandbox; the stdlib only.
 """
 
@@ -28,16 +27,15 @@ from . import check, kernel, serve, view
 PRELOAD = ("math", "re", "string", "collections", "itertools", "functools", "heapq", "bisect", "typing",
            "hashlib", "random", "statistics", "fractions", "decimal", "json", "copy", "operator", "datetime",
            "dataclasses", "enum", "array", "textwrap", "unicodedata", "traceback", "cmath", "numbers")
-STATUS_FD, CHAN_FD, DATA_FD, REPORT_FD = 3, 4, 5, 6
-NS_FLAGS = kernel.CLONE_NEWNS | kernel.CLONE_NEWPID | kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | kernel.CLONE_NEWUTS
+CHAN_FD, DATA_FD, REPORT_FD = 4, 5, 6
+# No CLONE_NEWNET per run: a network namespace costs ~30 ms to create and tear down here. Runs use the
+# zygote's own (only a down loopback, no capability to raise it); one job's processes share it, and
+# nothing of a job outlives it.
+NS_FLAGS = kernel.CLONE_NEWNS | kernel.CLONE_NEWIPC | kernel.CLONE_NEWUTS
 ROLE_FDS = {"candidate": ("code", "stdin", "stdout", "stderr", "chan"), "checker": ("spec", "report", "stderr", "chan")}
 
 CFG = {}
 JOB_SOCK = None
-
-
-def _status(**kw):
-    os.write(STATUS_FD, (json.dumps(kw) + "\n").encode())
 
 
 # ------------------------------------------------------------------------------------- the worker (C)
@@ -139,14 +137,37 @@ def _worker_exit(status):
     os._exit(status)
 
 
-# ------------------------------------------------------------------------------------- the run's init (B)
+# ------------------------------------------------------------------------------------- the zygote's side
 
 
-def _count_processes():
-    return sum(1 for p in os.listdir("/proc") if p.isdigit())
+def _arrange_fds(role, names, fds):
+    """Put the role's descriptors at the numbers the worker expects; close everything else."""
+    import fcntl
+
+    given = dict(zip(names, fds))
+    null = os.open("/dev/null", os.O_RDWR)
+    want = {CHAN_FD: given.get("chan", null), DATA_FD: given[ROLE_FDS[role][0]]}
+    if role == "candidate":
+        want.update({0: given["stdin"], 1: given["stdout"], 2: given["stderr"]})
+    else:
+        want.update({0: null, 1: null, 2: given["stderr"], REPORT_FD: given["report"]})
+    high = {dst: fcntl.fcntl(src, fcntl.F_DUPFD, 64) for dst, src in want.items()}
+    for dst, src in high.items():
+        os.dup2(src, dst)
+    os.closerange(REPORT_FD + 1, 1 << 20)
+    for fd in range(REPORT_FD + 1):
+        if fd not in want:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
-def _basic_descendants():
+def _processes():
+    """pids of every run's processes: the zygote's own /proc shows its pid namespace and those nested in
+    it; in basic mode, the zygote's descendants on the host."""
+    if CFG["in_ns"]:
+        return [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
     kids = {}
     for p in os.listdir("/proc"):
         if p.isdigit():
@@ -163,11 +184,13 @@ def _basic_descendants():
     return found
 
 
-def _kill_descendants():
+def _sweep():
+    """Kill every process the job left and reap them. In a namespace mode each role's pid 1 is dead by
+    now and the kernel has killed its namespace, so this usually finds nothing."""
     end = time.monotonic() + 2.0
     while time.monotonic() < end:
-        found = _basic_descendants()
-        for pid in found:
+        left = _processes()
+        for pid in left:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -176,170 +199,82 @@ def _kill_descendants():
             while os.waitpid(-1, os.WNOHANG)[0] > 0:
                 pass
         except ChildProcessError:
-            if not found:
+            if not left:
                 return
-        time.sleep(0.002)
+        if left:
+            time.sleep(0.001)
 
 
-def _run_init(role, job):
-    lim = job["limits"]
-    uid = job["uids"].get(role)
+def _fork_run(role, job, names, fds, workdir):
+    """Fork one role's process: pid 1 of a new pid namespace (the kernel kills everything in it when it
+    exits) with mount, IPC and UTS namespaces of its own. Returns its pid."""
     if CFG["in_ns"]:
-        kernel.mount("proc", "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC, "hidepid=2")
-        kernel.mount("tmpfs", "/tmp", "tmpfs", kernel.MS_NOSUID | kernel.MS_NODEV,
-                     f"size={int(lim['max_disk_mb'])}m,mode=0700")
-        workdir = "/tmp"
-    else:
-        import tempfile
-
-        kernel.prctl(kernel.PR_SET_CHILD_SUBREAPER, 1)
-        workdir = tempfile.mkdtemp(prefix="rlxf-sandbox-")
-        os.chmod(workdir, 0o700)
-    if uid is not None:
-        os.chown(workdir, uid, uid)
-    worker = os.fork()
-    if worker == 0:
-        status = 125
+        kernel.unshare(kernel.CLONE_NEWPID)  # only a fork enters a new pid namespace
+    try:
+        pid = os.fork()
+    except BaseException:
+        if CFG["in_ns"]:
+            kernel.setns(CFG["pidns_fd"], kernel.CLONE_NEWPID)
+        raise
+    if pid != 0:
+        if CFG["in_ns"]:
+            kernel.setns(CFG["pidns_fd"], kernel.CLONE_NEWPID)  # back to ours, for the next unshare
+        return pid
+    status = 125
+    try:
+        JOB_SOCK.detach()
+        _arrange_fds(role, names, fds)
+        os.setsid()
+        if CFG["in_ns"]:
+            kernel.unshare(NS_FLAGS)
+            kernel.mount("proc", "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC, "hidepid=2")
+            kernel.mount("tmpfs", "/tmp", "tmpfs", kernel.MS_NOSUID | kernel.MS_NODEV,
+                         f"size={int(job['limits']['max_disk_mb'])}m,mode=0700")
+        uid = job["uids"].get(role)
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+        status = _become_worker(role, job, workdir)
+    except BaseException as e:  # noqa: BLE001
         try:
-            os.close(STATUS_FD)
-            status = _become_worker(role, job, workdir)
-        except BaseException as e:  # noqa: BLE001
-            try:
-                os.write(2, f"sandbox setup failed: {e!r}\n".encode())
-            finally:
-                os._exit(125)
-        _worker_exit(status)
-    for fd in (0, 1, 2, CHAN_FD, DATA_FD, REPORT_FD):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    pidfd = os.pidfd_open(worker)
-    while True:
-        select.select([pidfd], [], [], 0.05)
-        try:
-            while True:
-                pid, st = os.waitpid(-1, os.WNOHANG)
-                if pid == 0:
-                    break
-                if pid == worker:
-                    _status(exit=st)
-                    if not CFG["in_ns"]:
-                        _kill_descendants()
-                        import shutil
-
-                        shutil.rmtree(workdir, ignore_errors=True)
-                    os._exit(0)  # pid 1 of the run: the kernel now kills whatever is left in it
-        except ChildProcessError:
-            pass
-        if CFG["in_ns"] and _count_processes() - 1 > lim["max_processes"]:
-            _status(reason="process_limit")
-            os._exit(0)
+            os.write(2, f"sandbox setup failed: {e!r}\n".encode())
+        finally:
+            os._exit(125)
+    _worker_exit(status)
 
 
-# ------------------------------------------------------------------------------------- one role (A)
-
-
-def _arrange_fds(role, names, fds):
-    """Put the role's descriptors at the numbers the worker expects; close everything else."""
-    import fcntl
-
-    given = dict(zip(names, fds))
-    null = os.open("/dev/null", os.O_RDWR)
-    want = {STATUS_FD: given["status"], CHAN_FD: given.get("chan", null), DATA_FD: given[ROLE_FDS[role][0]]}
-    if role == "candidate":
-        want.update({0: given["stdin"], 1: given["stdout"], 2: given["stderr"]})
-    else:
-        want.update({0: null, 1: null, 2: given["stderr"], REPORT_FD: given["report"]})
-    high = {dst: fcntl.fcntl(src, fcntl.F_DUPFD, 64) for dst, src in want.items()}
-    for dst, src in high.items():
-        os.dup2(src, dst)
-    os.closerange(max(high) + 1 if high else 7, 1 << 20)
-    for fd in range(7):
-        if fd not in want:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _run_role(role, job, names, fds):
-    JOB_SOCK.detach()
-    _arrange_fds(role, names, fds)
-    os.setsid()
+def _workdir():
     if CFG["in_ns"]:
-        kernel.unshare(NS_FLAGS)
-    init = os.fork()
-    if init == 0:
-        _run_init(role, job)
-        os._exit(0)
-    _status(init=init)
-    os.waitpid(init, 0)
-    os._exit(0)
+        return "/tmp"  # a tmpfs of the run's own, mounted in its mount namespace
+    import tempfile
 
-
-# ------------------------------------------------------------------------------------- the zygote
-
-
-def _sweep():
-    """Kill every process of finished runs and reap them."""
-    if CFG["in_ns"]:
-        for _ in range(1000):
-            left = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()]
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            try:
-                while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                    pass
-            except ChildProcessError:
-                if not left:
-                    return
-            if left:
-                time.sleep(0.001)
-    else:
-        _kill_descendants()
-
-
-def _kill(run):
-    for pid in (run["init"], run["a"]):
-        if pid:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    path = tempfile.mkdtemp(prefix="rlxf-sandbox-")
+    os.chmod(path, 0o700)
+    return path
 
 
 def run_job(job, fds, sock):
-    sizes = [len(ROLE_FDS[r]) - (0 if job["serve"] else 1) for r in job["roles"]]
     runs, start = {}, 0
-    for role, size in zip(job["roles"], sizes):
-        mine = list(fds[start:start + size])
-        start += size
-        st_r, st_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                names = ["status", *(n for n in ROLE_FDS[role] if n != "chan" or job["serve"])]
-                _run_role(role, job, names, [st_w, *mine])
-            finally:
-                os._exit(126)
-        os.close(st_w)
-        runs[role] = {"a": pid, "st": st_r, "init": None, "status": None, "reason": None, "open": True, "buf": b""}
+    for role in job["roles"]:
+        names = [n for n in ROLE_FDS[role] if n != "chan" or job["serve"]]
+        mine = list(fds[start:start + len(names)])
+        start += len(names)
+        workdir = _workdir()
+        pid = _fork_run(role, job, names, mine, workdir)
+        runs[role] = {"pid": pid, "pidfd": os.pidfd_open(pid), "status": None, "reason": None, "open": True,
+                      "workdir": workdir}
     for fd in fds:
         os.close(fd)
-    deadline = time.monotonic() + job["limits"]["wall_seconds"]
+    lim = job["limits"]
+    deadline = time.monotonic() + lim["wall_seconds"]
     gate = runs["checker"] if "checker" in runs else runs["candidate"]
-    stop_reason = None
+    stop_reason, next_count = None, time.monotonic() + 0.05
     while gate["open"]:
-        left = deadline - time.monotonic()
-        if left <= 0:
+        now = time.monotonic()
+        if now >= deadline:
             stop_reason = "wall_timeout"
             break
-        live = {r["st"]: r for r in runs.values() if r["open"]}
-        ready, _, _ = select.select([sock, *live], [], [], left)
+        live = {r["pidfd"]: r for r in runs.values() if r["open"]}
+        ready, _, _ = select.select([sock, *live], [], [], max(0.0, min(deadline, next_count) - now))
         if sock in ready:
             message = sock.recv(4096)
             if not message:
@@ -348,28 +283,33 @@ def run_job(job, fds, sock):
             stop_reason = json.loads(message).get("kill", "killed")
             break
         for fd in ready:
-            if fd is sock:
-                continue
-            run = live[fd]
-            data = os.read(fd, 4096)
-            if not data:
+            if fd in live:
+                run = live[fd]
+                run["status"] = os.waitpid(run["pid"], 0)[1]
                 run["open"] = False
-                os.close(fd)
-                continue
-            run["buf"] += data
-            *lines, run["buf"] = run["buf"].split(b"\n")
-            for line in lines:
-                msg = json.loads(line)
-                run["init"] = msg.get("init", run["init"])
-                run["status"] = msg.get("exit", run["status"])
-                run["reason"] = msg.get("reason", run["reason"])
+        if time.monotonic() >= next_count:  # RLIMIT_NPROC is not enforced for every uid: count
+            next_count = time.monotonic() + 0.05
+            if len(_processes()) - sum(r["open"] for r in runs.values()) > lim["max_processes"] * len(runs):
+                runs["candidate"]["reason"] = "process_limit"
+                stop_reason = "process_limit"
+                break
     for run in runs.values():
         if run["open"]:
-            _kill(run)
-            if run["status"] is None and run["reason"] is None and stop_reason is not None:
+            try:
+                os.kill(run["pid"], signal.SIGKILL)  # pid 1 of the run: the kernel kills the rest of it
+            except OSError:
+                pass
+            if run["reason"] is None and stop_reason is not None and run is gate:
                 run["reason"] = stop_reason
-            os.close(run["st"])
+            elif run["reason"] is None and stop_reason in ("wall_timeout", "output_limit", "process_limit"):
+                run["reason"] = stop_reason
+        os.close(run["pidfd"])
     _sweep()
+    if not CFG["in_ns"]:
+        import shutil
+
+        for run in runs.values():
+            shutil.rmtree(run["workdir"], ignore_errors=True)
     return {"roles": {role: {"status": r["status"], "reason": r["reason"]} for role, r in runs.items()}}
 
 
@@ -389,6 +329,7 @@ def main(cfg):
     for name in PRELOAD:
         __import__(name)
     CFG["stdlib_path"] = [p for p in sys.path if p]
+    CFG["pidns_fd"] = os.open("/proc/self/ns/pid", os.O_RDONLY) if cfg["in_ns"] else None
     JOB_SOCK = socket.socket(fileno=cfg["job_fd"])
     JOB_SOCK.send(json.dumps({"ready": True, "layers": layers}).encode())
     while True:
