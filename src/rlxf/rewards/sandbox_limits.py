@@ -16,7 +16,7 @@ class SandboxLimits:
     max_file_mb: int = 16  # RLIMIT_FSIZE: largest file a process may write
     max_output_bytes: int = 1_000_000  # stdout + stderr kept; the run is killed once it writes more
     max_open_files: int = 64  # RLIMIT_NOFILE
-    max_disk_mb: int = 64  # size of the run's private tmpfs /tmp (namespace modes): all files together
+    max_disk_mb: int = 64  # the tmpfs /tmp that holds a job's work directories (namespace modes): all files
 
     def __post_init__(self) -> None:
         for name in (

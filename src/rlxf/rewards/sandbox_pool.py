@@ -33,6 +33,7 @@ NAMESPACE_PREFIX = {"namespaces": UNSHARE_FLAGS, "userns": ["--user", "--map-roo
 _SCAN_INTERVAL = 0.1  # seconds between the parent's looks at the run's processes
 _GRACE = 3.0  # seconds past the wall clock before the parent gives up on a zygote
 _CHECK_REPORT_CAP = 4 << 20
+TMP_MB = SandboxLimits().max_disk_mb  # the zygote's tmpfs /tmp at start; each job sets its own size
 _CHECKER_STDERR_CAP = 64 << 10
 
 
@@ -67,7 +68,7 @@ class Zygote:
             "sources": jail.sources(),
             "in_ns": mode != "basic",
             "job_fd": child_end.fileno(),
-            "view": None if view is None else {**view, "mount_point": mount_point},
+            "view": None if view is None else {**view, "mount_point": mount_point, "tmp_mb": TMP_MB},
         }
         argv = [*(["unshare", *NAMESPACE_PREFIX[mode]] if mode in NAMESPACE_PREFIX else []),
                 python, "-I", "-S", "-c", jail.BOOT]

@@ -70,8 +70,9 @@ def build(view):
                          ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")
     os.mkdir(root + "/proc", 0o555)
-    kernel.mount("proc", root + "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC)
+    kernel.mount("proc", root + "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC, "hidepid=2")
     os.mkdir(root + "/tmp", 0o755)
+    kernel.mount("tmpfs", root + "/tmp", "tmpfs", kernel.MS_NOSUID | kernel.MS_NODEV, f"size={view['tmp_mb']}m,mode=0711")
     os.chdir(root)
     os.mkdir(".old")
     kernel.pivot_root(".", ".old")

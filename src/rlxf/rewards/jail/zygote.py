@@ -4,8 +4,8 @@ Started by the parent inside ``unshare`` (its own pid, mount, network, IPC and U
 the filesystem view (``view.py``), imports the common standard library once, then serves jobs from a
 socket. A job has one or two roles: the candidate (the policy's program) and, for function tests, the
 checker. Each role is one fork of the zygote: pid 1 of a new pid namespace, with mount, IPC and UTS
-namespaces of its own (the network namespace is the zygote's: see NS_FLAGS), a fresh /proc that hides
-other uids' processes, a private tmpfs /tmp, its own uid (as root) and rlimits. So a run costs a fork,
+namespace of its own (the others are the zygote's: see NS_FLAGS), a 0700 work directory of its own,
+its own uid (as root) and rlimits. So a run costs a fork,
 not an interpreter start-up. When a role's process exits the kernel kills everything left in its pid
 namespace; the zygote waits for it (a pidfd), enforces the wall clock and counts processes (where
 RLIMIT_NPROC does not hold), kills what is left of a job and reaps it. The zygote never
@@ -31,7 +31,11 @@ CHAN_FD, DATA_FD, REPORT_FD = 4, 5, 6
 # No CLONE_NEWNET per run: a network namespace costs ~30 ms to create and tear down here. Runs use the
 # zygote's own (only a down loopback, no capability to raise it); one job's processes share it, and
 # nothing of a job outlives it.
-NS_FLAGS = kernel.CLONE_NEWNS | kernel.CLONE_NEWIPC | kernel.CLONE_NEWUTS
+# Nor a mount namespace per run (copying the view's ~60 mounts and mounting /proc and /tmp again cost
+# more than the rest of a run): runs share the zygote's read-only view, its /proc (hidepid=2) and its
+# /tmp (mode 0711), each in a 0700 directory of its own that is deleted after the job. A fresh IPC
+# namespace per run removes any SysV object a run leaves.
+NS_FLAGS = kernel.CLONE_NEWIPC
 ROLE_FDS = {"candidate": ("code", "stdin", "stdout", "stderr", "chan"), "checker": ("spec", "report", "stderr", "chan")}
 
 CFG = {}
@@ -92,7 +96,8 @@ def _become_worker(role, job, workdir):
     sys.stderr = io.TextIOWrapper(io.BufferedWriter(io.FileIO(2, "w", closefd=False)), encoding="utf-8",
                                   errors="backslashreplace", line_buffering=True)
     sys.argv = ["main.py"]
-    sys.path[:] = [workdir, *CFG["stdlib_path"], view.SITE]
+    # the checker never imports from a directory a candidate could write to
+    sys.path[:] = [*([workdir] if role == "candidate" else []), *CFG["stdlib_path"], view.SITE]
     for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGALRM):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -227,12 +232,6 @@ def _fork_run(role, job, names, fds, workdir):
         os.setsid()
         if CFG["in_ns"]:
             kernel.unshare(NS_FLAGS)
-            kernel.mount("proc", "/proc", "proc", kernel.MS_NOSUID | kernel.MS_NODEV | kernel.MS_NOEXEC, "hidepid=2")
-            kernel.mount("tmpfs", "/tmp", "tmpfs", kernel.MS_NOSUID | kernel.MS_NODEV,
-                         f"size={int(job['limits']['max_disk_mb'])}m,mode=0700")
-        uid = job["uids"].get(role)
-        if uid is not None:
-            os.chown(workdir, uid, uid)
         status = _become_worker(role, job, workdir)
     except BaseException as e:  # noqa: BLE001
         try:
@@ -242,23 +241,32 @@ def _fork_run(role, job, names, fds, workdir):
     _worker_exit(status)
 
 
-def _workdir():
-    if CFG["in_ns"]:
-        return "/tmp"  # a tmpfs of the run's own, mounted in its mount namespace
+def _workdir(role, uid):
+    """A fresh 0700 directory for one run (on the zygote's tmpfs /tmp in a namespace mode)."""
     import tempfile
 
-    path = tempfile.mkdtemp(prefix="rlxf-sandbox-")
+    path = tempfile.mkdtemp(prefix=f"{role}-", dir="/tmp" if CFG["in_ns"] else None)
     os.chmod(path, 0o700)
+    if uid is not None:
+        os.chown(path, uid, uid)
     return path
 
 
+def _size_tmp(mb):
+    """The job's disk budget: /tmp is one tmpfs for the runs of a job, resized when the limit changes."""
+    if CFG["in_ns"] and CFG.get("view") and CFG["view"]["tmp_mb"] != mb:
+        kernel.mount(None, "/tmp", None, kernel.MS_REMOUNT | kernel.MS_NOSUID | kernel.MS_NODEV, f"size={int(mb)}m")
+        CFG["view"]["tmp_mb"] = mb
+
+
 def run_job(job, fds, sock):
+    _size_tmp(job["limits"]["max_disk_mb"])
     runs, start = {}, 0
     for role in job["roles"]:
         names = [n for n in ROLE_FDS[role] if n != "chan" or job["serve"]]
         mine = list(fds[start:start + len(names)])
         start += len(names)
-        workdir = _workdir()
+        workdir = _workdir(role, job["uids"].get(role))
         pid = _fork_run(role, job, names, mine, workdir)
         runs[role] = {"pid": pid, "pidfd": os.pidfd_open(pid), "status": None, "reason": None, "open": True,
                       "workdir": workdir}
@@ -285,8 +293,12 @@ def run_job(job, fds, sock):
         for fd in ready:
             if fd in live:
                 run = live[fd]
-                run["status"] = os.waitpid(run["pid"], 0)[1]
+                _pid, run["status"], usage = os.wait4(run["pid"], 0)
                 run["open"] = False
+                # pid 1 of a namespace ignores SIGXCPU, so RLIMIT_CPU ends it with the hard limit's SIGKILL
+                if os.WIFSIGNALED(run["status"]) and os.WTERMSIG(run["status"]) == signal.SIGKILL and (
+                        usage.ru_utime + usage.ru_stime >= int(lim["cpu_seconds"] + 0.999)):
+                    run["reason"] = "cpu_limit"
         if time.monotonic() >= next_count:  # RLIMIT_NPROC is not enforced for every uid: count
             next_count = time.monotonic() + 0.05
             if len(_processes()) - sum(r["open"] for r in runs.values()) > lim["max_processes"] * len(runs):
@@ -305,11 +317,19 @@ def run_job(job, fds, sock):
                 run["reason"] = stop_reason
         os.close(run["pidfd"])
     _sweep()
-    if not CFG["in_ns"]:
-        import shutil
+    import shutil
 
-        for run in runs.values():
-            shutil.rmtree(run["workdir"], ignore_errors=True)
+    # everything a job wrote goes: its work directories and, where runs share the zygote's uid
+    # (userns), whatever they put in /tmp itself
+    leftovers = [os.path.join("/tmp", n) for n in os.listdir("/tmp")] if CFG["in_ns"] else []
+    for path in {*(r["workdir"] for r in runs.values()), *leftovers}:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
     return {"roles": {role: {"status": r["status"], "reason": r["reason"]} for role, r in runs.items()}}
 
 
@@ -321,7 +341,7 @@ def main(cfg):
         layers += ["pid_ns", "net_ns", "mount_ns", "ipc_ns", "uts_ns"]
         if cfg.get("view"):
             view.build(cfg["view"])
-            layers += ["readonly_fs", "minimal_root", "private_tmp", "hidepid"]
+            layers += ["readonly_fs", "minimal_root", "private_workdir", "hidepid"]
     else:
         kernel.prctl(kernel.PR_SET_CHILD_SUBREAPER, 1)
         layers += ["subreaper", "host_filesystem"]  # no mount namespace: the host's files are visible
