@@ -38,7 +38,31 @@ def cmd_train(ns: argparse.Namespace) -> int:
         config = load_config(recipe, overrides)
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
+    if config.logging.plot:
+        _plot_finished_run(Path(config.run_dir))
     print(f"run directory: {config.run_dir}")
+    return 0
+
+
+def _plot_finished_run(run_dir: Path) -> None:
+    """``plots.png`` next to ``summary.json``; a missing matplotlib is a note, not a failure of the run."""
+    try:
+        from rlxf.tracking.plot import plot_runs
+
+        print(f"plots: {plot_runs([run_dir], run_dir / 'plots.png')}")
+    except ImportError:
+        print("plots: skipped (pip install 'rlxf[plot]' for plots.png)")
+
+
+def cmd_plot(ns: argparse.Namespace) -> int:
+    from rlxf.tracking.plot import plot_runs
+
+    runs = [Path(d) for d in ns.run_dirs]
+    missing = [str(d) for d in runs if not (d / "metrics.jsonl").exists()]
+    if missing:
+        raise ConfigError(f"rlxf plot: no metrics.jsonl in {', '.join(missing)} (is it a run directory?)")
+    out = Path(ns.output) if ns.output else (runs[0] / "plots.png" if len(runs) == 1 else Path("plots.png"))
+    print(plot_runs(runs, out))
     return 0
 
 
@@ -96,6 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     ev.add_argument("--model", help="model folder (default: the recipe's model.path)")
     ev.set_defaults(func=cmd_eval)
+    plot = sub.add_parser("plot", help="one PNG of a run's curves (several runs overlaid)")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/plots.png for one run, ./plots.png for several)")
+    plot.set_defaults(func=cmd_plot)
     serve = sub.add_parser("serve-reward", help="serve the recipe's reward over HTTP (POST /score)")
     serve.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")

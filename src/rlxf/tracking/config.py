@@ -5,7 +5,7 @@
 * ``project`` / ``run_name`` / ``tags``  how the trackers file the run (W&B project, MLflow experiment);
   ``run_name`` defaults to the run directory's name.
 * ``samples_every``  steps between logged rollouts (``samples.jsonl`` and the trackers' tables); 0 = never.
-* ``samples_per_step`` trajectories kept each time (a seeded, reproducible pick).
+* ``samples_per_step`` trajectories kept each time (one per prompt first, then more answers per prompt).
 * ``samples_max_mb`` ``samples.jsonl`` rotates to ``samples.1.jsonl`` past this size, so the two files
   together stay under twice that, however long the run.
 """
@@ -32,6 +32,7 @@ class MlflowConfig(_Section):
 
 class LoggingConfig(_Section):
     progress_bar: bool = True
+    plot: bool = True  # `rlxf train` writes RUN_DIR/plots.png at the end (needs matplotlib: rlxf[plot])
     sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
     project: str = "rlxf"
     run_name: str | None = None
