@@ -85,11 +85,17 @@ def plot_runs(run_dirs: list[Path], out: Path) -> Path:
     flat = axes.ravel()
     for ax, panel in zip(flat, PANELS):
         _draw_panel(ax, panel, runs, names, colors)
-    _draw_stage_times(flat[len(PANELS)], runs, names, colors)
-    flat[-1].axis("off")
+    stage_handles = _draw_stage_times(flat[len(PANELS)], runs, names)
+    legend_ax = flat[-1]  # the last panel holds the legends: runs (colours), then stages (bar segments)
+    legend_ax.axis("off")
     handles = [plt.Line2D([], [], color=colors[i % len(colors)], lw=2.5, label=n) for i, n in enumerate(names)]
     handles.append(plt.Line2D([], [], color="red", alpha=0.35, lw=1.2, label="monitor alarm"))
-    flat[-1].legend(handles=handles, loc="center", title="runs", fontsize=12, title_fontsize=13, frameon=False)
+    runs_legend = legend_ax.legend(handles=handles, loc="upper center", title="runs", fontsize=12,
+                                   title_fontsize=13, frameon=False)
+    if stage_handles:
+        legend_ax.add_artist(runs_legend)
+        legend_ax.legend(handles=stage_handles, loc="lower center", title="stages (bar segments)", ncols=2,
+                         fontsize=10, title_fontsize=11, frameon=False)
     fig.suptitle("rlxf: " + ", ".join(names), fontsize=14)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=80)
@@ -123,22 +129,23 @@ def _draw_panel(ax, panel: Panel, runs: list[list[dict]], names: list[str], colo
         ax.legend(handles=[Line2D([], [], color="black", ls=style[k], label=k) for k in keys], fontsize=8, loc="best")
 
 
-def _draw_stage_times(ax, runs: list[list[dict]], names: list[str], colors: list[str]) -> None:
-    """One horizontal bar per run, split into its stages' mean seconds per step."""
+def _draw_stage_times(ax, runs: list[list[dict]], names: list[str]) -> list:
+    """One horizontal bar per run, split into its stages' mean seconds per step; returns the legend handles."""
     per_run = [stage_seconds(rows) for rows in runs]
     stages = sorted({s for seconds in per_run for s in seconds}, key=lambda s: -sum(p.get(s, 0) for p in per_run))
     ax.set_title("Where a step's time goes")
     ax.set_xlabel("mean seconds per step")
     if not stages:
         ax.text(0.5, 0.5, "not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
-        return
+        return []
     import matplotlib.pyplot as plt
 
     stage_colors = plt.get_cmap("tab20").colors
+    handles = []
     for j, stage in enumerate(stages):
         left = [sum(p.get(s, 0.0) for s in stages[:j]) for p in per_run]
-        ax.barh(range(len(runs)), [p.get(stage, 0.0) for p in per_run], left=left, label=stage,
-                color=stage_colors[j % len(stage_colors)])
+        handles.append(ax.barh(range(len(runs)), [p.get(stage, 0.0) for p in per_run], left=left, label=stage,
+                               height=0.6, color=stage_colors[j % len(stage_colors)]))
     ax.set_yticks(range(len(runs)), names)
     ax.invert_yaxis()
-    ax.legend(fontsize=8, loc="lower right", ncols=2)
+    return handles
