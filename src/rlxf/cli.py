@@ -85,13 +85,13 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
+    missing = [m for m in ns.model or [] if not Path(m).exists()]
+    if missing:
+        raise ConfigError(f"--model {missing[0]}: no such checkpoint folder")
     basics = build_basics(config)
     reward_name = (config.eval.reward or config.reward).function  # held-out scoring: eval.reward when set
     extract = answer_extractor(reward_name)
     models = ns.model or [basics.model_path]
-    missing = [m for m in models if not m.startswith("tiny:") and not Path(m).exists()]
-    if missing:
-        raise ConfigError(f"--model {missing[0]}: no such checkpoint folder")
     reports, rows = [], []
     for index, path in enumerate(models):
         policy = load_policy(config, path, basics.device)
