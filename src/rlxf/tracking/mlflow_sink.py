@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from rlxf.tracking.metrics import METRIC_SINKS, SinkContext, finite_or_none
-from rlxf.tracking.tracker_run import TrackerRun, flatten, require
+from rlxf.tracking.metrics import METRIC_SINKS, SinkContext
+from rlxf.tracking.tracker_run import SentOnceSink, TrackerRun, flatten, require
 
 PARAMS_PER_CALL = 100  # MLflow's log_batch limit
 PARAM_VALUE_CHARS = 6000
@@ -24,7 +24,7 @@ def default_tracking_uri(context: SinkContext) -> str:
 
 
 @METRIC_SINKS.register("mlflow")
-class MlflowSink:
+class MlflowSink(SentOnceSink):
     def __init__(self, context: SinkContext) -> None:
         require("mlflow", "mlflow")
         import logging
@@ -57,23 +57,13 @@ class MlflowSink:
             self.client.log_batch(run_id, params=params[start: start + PARAMS_PER_CALL])
         return run_id
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
+    def send_metrics(self, step: int, values: dict[str, float]) -> None:
         from mlflow.entities import Metric
 
-        if not self.record.is_new(step):
-            return
         now = int(time.time() * 1000)
-        values = {k: finite_or_none(v) for k, v in metrics.items()}
-        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in values.items() if v is not None])
-        self.record.sent(step)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in values.items()])
 
-    def restore(self, step: int, metrics: dict[str, float]) -> None:
-        if metrics:
-            self.log(step, metrics)
-
-    def log_samples(self, step: int, rows: list[dict]) -> None:
-        if not self.record.is_new(step):
-            return
+    def send_samples(self, step: int, rows: list[dict]) -> None:
         text = "".join(json.dumps(row, default=str) + "\n" for row in rows)
         self.client.log_text(self.run_id, text, f"samples/step_{step:06d}.jsonl")
 

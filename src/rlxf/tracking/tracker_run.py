@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from rlxf.tracking.metrics import finite_or_none
+
 
 def require(module: str, sink: str) -> ModuleType:
     """Import ``module`` for ``sink``, or fail with what to install."""
@@ -67,3 +69,30 @@ class TrackerRun:
     def _save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps({"run_id": self.run_id, "last_step": self.last_step}))
+
+
+class SentOnceSink:
+    """Base of the sinks whose tracker run outlives a resume (W&B, MLflow): each step is sent once.
+    A subclass sets ``self.record`` and implements ``send_metrics`` (finite values only) and ``send_samples``."""
+
+    record: TrackerRun
+
+    def send_metrics(self, step: int, values: dict[str, float]) -> None:
+        raise NotImplementedError
+
+    def send_samples(self, step: int, rows: list[dict]) -> None:
+        raise NotImplementedError
+
+    def log(self, step: int, metrics: dict[str, float]) -> None:
+        if self.record.is_new(step):
+            finite = {k: finite_or_none(v) for k, v in metrics.items()}
+            self.send_metrics(step, {k: v for k, v in finite.items() if v is not None})
+            self.record.sent(step)
+
+    def restore(self, step: int, metrics: dict[str, float]) -> None:
+        if metrics:
+            self.log(step, metrics)
+
+    def log_samples(self, step: int, rows: list[dict]) -> None:
+        if self.record.is_new(step):
+            self.send_samples(step, rows)

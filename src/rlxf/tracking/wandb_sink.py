@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import uuid
 
-from rlxf.tracking.metrics import METRIC_SINKS, SinkContext, finite_or_none
-from rlxf.tracking.tracker_run import TrackerRun, require
+from rlxf.tracking.metrics import METRIC_SINKS, SinkContext
+from rlxf.tracking.tracker_run import SentOnceSink, TrackerRun, require
 
 
 @METRIC_SINKS.register("wandb")
-class WandbSink:
+class WandbSink(SentOnceSink):
     def __init__(self, context: SinkContext) -> None:
         wandb = require("wandb", "wandb")
         self.wandb = wandb
@@ -25,25 +25,15 @@ class WandbSink:
         self.run = wandb.init(
             project=settings.project, entity=settings.wandb.entity, name=context.run_name, tags=settings.tags,
             config=context.hyperparams, dir=str(context.run_dir), mode=settings.wandb.mode, id=run_id,
-            resume="allow", settings=wandb.Settings(console="off", quiet=True, x_disable_stats=True),
+            resume="allow", settings=wandb.Settings(console="off", silent=True, x_disable_stats=True),
             reinit="create_new",
         )
         self.record.start(run_id)
 
-    def log(self, step: int, metrics: dict[str, float]) -> None:
-        if not self.record.is_new(step):
-            return
-        values = {k: finite_or_none(v) for k, v in metrics.items()}
-        self.run.log({k: v for k, v in values.items() if v is not None}, step=step)
-        self.record.sent(step)
+    def send_metrics(self, step: int, values: dict[str, float]) -> None:
+        self.run.log(values, step=step)
 
-    def restore(self, step: int, metrics: dict[str, float]) -> None:
-        if metrics:
-            self.log(step, metrics)
-
-    def log_samples(self, step: int, rows: list[dict]) -> None:
-        if not self.record.is_new(step):
-            return
+    def send_samples(self, step: int, rows: list[dict]) -> None:
         columns = list(dict.fromkeys(k for row in rows for k in row))
         table = self.wandb.Table(columns=columns, data=[[_cell(row.get(c)) for c in columns] for row in rows])
         # Samples go with the step's metrics (logged after them): W&B keeps one row per step.
