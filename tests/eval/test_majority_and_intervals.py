@@ -5,6 +5,8 @@ import pytest
 from rlxf.eval.answers import answer_extractor
 from rlxf.eval.intervals import bootstrap_interval, paired_difference, sign_test
 from rlxf.eval.majority import maj_at_k
+from rlxf.eval.verdicts import solved_flags
+from rlxf.rewards.base import RewardOutput
 
 
 def test_maj_at_k_of_one_problem_by_hand():
@@ -60,3 +62,10 @@ def test_paired_difference_is_second_minus_first():
     assert out["low"] <= 0.25 <= out["high"]
     with pytest.raises(ValueError, match="same problems"):
         paired_difference([1, 0], [1])
+
+
+def test_verdict_is_correct_then_all_tests_passed_then_a_positive_score():
+    assert solved_flags(RewardOutput([1.1, 0.1], {"format": [1, 1], "correct": [1.0, 0.0]})) == [1.0, 0.0]
+    code = RewardOutput([1.0, 2 / 3, 0.0], {"pass_fraction": [1.0, 2 / 3, 0.0], "sandbox_error": [0, 0, 1]})
+    assert solved_flags(code) == [1.0, 0.0, 0.0]  # partial credit is not a solve
+    assert solved_flags(RewardOutput([3.0, 0.0, -1.0])) == [1.0, 0.0, 0.0]

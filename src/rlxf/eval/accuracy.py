@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rlxf.eval.protocols import Generates, Scores
+from rlxf.eval.verdicts import solved_flags
 from rlxf.rollout.sampling import SamplingParams
 
 
@@ -10,7 +11,7 @@ def evaluate_problems(
     rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
 ) -> tuple[dict[str, float], list[dict]]:
     """The metrics of ``evaluate`` and one row per problem: ``problem`` (its index in ``rows``),
-    ``response``, ``answer`` (when the task has one), ``score``, ``correct``, ``length``."""
+    ``response``, ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
     problems: list[dict] = []
     for start in range(0, len(rows), batch_size):
@@ -18,7 +19,7 @@ def evaluate_problems(
         batch = rollout.generate(chunk, params)
         responses = rollout.decode_responses(batch)
         out = reward.score(rollout.decode_prompts(batch), responses, batch.metadata)
-        correct = out.components.get("correct", out.scores)
+        correct = solved_flags(out)
         for i, (response, length) in enumerate(zip(responses, batch.response_lengths.tolist())):
             row = chunk[int(batch.group_ids[i])]
             problems.append({"problem": start + int(batch.group_ids[i]), "response": response,
@@ -36,5 +37,6 @@ def evaluate_problems(
 def evaluate(
     rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
 ) -> dict[str, float]:
-    """``eval/accuracy``: mean of the reward's ``correct`` component (or of the score, if it has none)."""
+    """``eval/accuracy``: the fraction of problems solved (eval/verdicts.py: the reward's ``correct``
+    component, all tests passed for ``code_tests``, else score > 0); ``eval/reward``: the mean score."""
     return evaluate_problems(rollout, reward, rows, batch_size, max_new_tokens)[0]

@@ -1,10 +1,10 @@
 """Evaluating one checkpoint on a task: greedy accuracy, mean reward, pass@k and maj@k, with intervals.
 
 Two passes over the problems with the rollout engine: one greedy answer each (``evaluate_problems``, the
-held-out evaluation of a run), then ``n`` sampled answers each, scored by the eval reward. The reward's
-``correct`` component (else its score > 0) decides whether a sample solved its problem; the task's answer
-extraction (eval/answers.py) gives the answers that vote for maj@k. Nothing here is task-specific: a task
-is its rows, its reward and its extraction.
+held-out evaluation of a run), then ``n`` sampled answers each, scored by the eval reward. The verdict
+(eval/verdicts.py: ``correct``; all tests passed for code; else score > 0) says whether a sample solved
+its problem; the task's answer extraction (eval/answers.py) gives the answers that vote for maj@k.
+Nothing here is task-specific: a task is its rows, its reward, its verdict and its extraction.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from rlxf.eval.intervals import mean_with_interval
 from rlxf.eval.majority import maj_at_k
 from rlxf.eval.pass_at_k import pass_at_k
 from rlxf.eval.protocols import Generates, Scores
+from rlxf.eval.verdicts import solved_flags
 from rlxf.rollout.sampling import SamplingParams
 
 
@@ -38,10 +39,6 @@ class EvalSettings:
             raise ValueError(f"--k {bad}: every k must be between 1 and --n {self.n}")
 
 
-def solved(score: float, correct: float | None) -> bool:
-    return (correct if correct is not None else score) > 0
-
-
 def sample_problems(rollout: Generates, reward: Scores, rows: list[dict], settings: EvalSettings, extract,
                     generator: torch.Generator | None = None, progress: bool = True) -> list[dict]:
     """``settings.n`` sampled answers per problem: their scores, solved flags and extracted answers."""
@@ -58,11 +55,11 @@ def sample_problems(rollout: Generates, reward: Scores, rows: list[dict], settin
         batch = rollout.generate(chunk, params, generator)
         responses = rollout.decode_responses(batch)
         out = reward.score(rollout.decode_prompts(batch), responses, batch.metadata)
-        correct = out.components.get("correct")
+        flags = solved_flags(out)
         for i, response in enumerate(responses):
             result = results[start + int(batch.group_ids[i])]
             result["scores"].append(out.scores[i])
-            result["solved"].append(solved(out.scores[i], correct[i] if correct else None))
+            result["solved"].append(flags[i])
             result["answers"].append(extract(response))
         bar.update(len(chunk))
     bar.close()
@@ -76,7 +73,7 @@ def problem_row(greedy: dict, sampled: dict, ks: list[int]) -> dict:
     return {
         "problem": greedy["problem"], **({"answer": greedy["answer"]} if "answer" in greedy else {}),
         "greedy_response": greedy["response"], "greedy_score": greedy["score"],
-        "greedy_correct": float(greedy["correct"] > 0), "samples": n, "solved_samples": c,
+        "greedy_correct": greedy["correct"], "samples": n, "solved_samples": c,
         "mean_reward": sum(sampled["scores"]) / n,
         **{f"pass@{k}": pass_at_k(n, c, k) for k in ks},
         **{f"maj@{k}": maj_at_k(sampled["answers"], flags, k) for k in ks},
