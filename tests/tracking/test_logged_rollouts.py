@@ -109,3 +109,21 @@ def test_an_unknown_sink_fails_at_start_up():
 
     with pytest.raises(ConfigError, match="logging.sinks.*unknown metric sink.*'tensorbaord'"):
         load_config(None, ["logging.sinks=[console,tensorbaord]"])
+
+
+def test_async_run_logs_each_samples_policy_version(tmp_path, tiny_model_dir):
+    from rlxf.config import load_config
+    from rlxf.loops import get_loop
+    from tests.conftest import small_overrides
+
+    run_dir = tmp_path / "async"
+    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=3), "loop=rl_async", "sft.steps=0",
+                                "threads=1", "async_rl.max_staleness=1", "logging.samples_every=1",
+                                "logging.samples_per_step=16"])
+    get_loop(config.loop)(config, write=lambda _: None)
+    metrics = {r["step"]: r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
+    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    assert sorted({s["step"] for s in samples}) == [1, 2, 3]
+    for step in (1, 2, 3):  # the rows are the whole trained batch: their oldest version is the step's
+        versions = [s["policy_version"] for s in samples if s["step"] == step]
+        assert len(versions) == 16 and min(versions) == metrics[step]["async/oldest_version"]
