@@ -61,7 +61,7 @@ def test_every_metric_of_scripted_answers(tokenizer):
         "maj@4": 0.5,  # "2" right ; "5" wrong
     })
     assert problems[1] == {
-        "problem": 1, "answer": "4", "greedy_response": "5", "greedy_score": pytest.approx(0.1),
+        "problem": 1, "prompt": "2+2=", "answer": "4", "greedy_response": "5", "greedy_score": pytest.approx(0.1),
         "greedy_correct": 0.0, "samples": 4, "solved_samples": 1, "mean_reward": pytest.approx(0.35),
         "pass@1": 0.25, "pass@2": 0.5, "pass@4": 1.0, "maj@1": 0.25, "maj@2": 0.5, "maj@4": 0.0,
         "answers": ["5", "5", "4", "6"],

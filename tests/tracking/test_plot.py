@@ -6,6 +6,7 @@ import pytest
 
 from rlxf.cli import main
 from rlxf.tracking.plot import PANELS, panel_keys, run_names, stage_seconds
+from tests.conftest import small_overrides
 
 pytest.importorskip("matplotlib")
 
@@ -59,3 +60,14 @@ def test_panel_keys_stage_times_and_names(tmp_path):
     assert panel_keys(kl, rows) == ["policy/kl"]  # the reference KL when there is one
     assert stage_seconds(rows) == {"generation": 1.5, "train": 2.0}
     assert run_names([tmp_path / "x" / "run", tmp_path / "y" / "run", tmp_path / "z"]) == ["x/run", "y/run", "z"]
+
+
+def test_rlxf_train_writes_plots_next_to_summary(tmp_path, tiny_model_dir, capsys):
+    from matplotlib.image import imread
+
+    run_dir = tmp_path / "run"
+    assert main(["train", *small_overrides(run_dir, tiny_model_dir, steps=2), "threads=1"]) == 0
+    assert f"plots: {run_dir / 'plots.png'}" in capsys.readouterr().out
+    assert (run_dir / "summary.json").exists() and imread(run_dir / "plots.png").shape[:2] == (720, 1600)
+    assert main(["train", *small_overrides(tmp_path / "quiet", tiny_model_dir, steps=1), "logging.plot=false"]) == 0
+    assert not (tmp_path / "quiet" / "plots.png").exists()

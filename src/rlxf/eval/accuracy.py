@@ -11,18 +11,18 @@ def evaluate_problems(
     rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
 ) -> tuple[dict[str, float], list[dict]]:
     """The metrics of ``evaluate`` and one row per problem: ``problem`` (its index in ``rows``),
-    ``response``, ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
+    ``prompt``, ``response``, ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
     problems: list[dict] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start: start + batch_size]
         batch = rollout.generate(chunk, params)
-        responses = rollout.decode_responses(batch)
-        out = reward.score(rollout.decode_prompts(batch), responses, batch.metadata)
+        prompts, responses = rollout.decode_prompts(batch), rollout.decode_responses(batch)
+        out = reward.score(prompts, responses, batch.metadata)
         correct = solved_flags(out)
         for i, (response, length) in enumerate(zip(responses, batch.response_lengths.tolist())):
             row = chunk[int(batch.group_ids[i])]
-            problems.append({"problem": start + int(batch.group_ids[i]), "response": response,
+            problems.append({"problem": start + int(batch.group_ids[i]), "prompt": prompts[i], "response": response,
                              **({"answer": row["answer"]} if "answer" in row else {}),
                              "score": out.scores[i], "correct": correct[i], "length": int(length)})
     n = len(problems)

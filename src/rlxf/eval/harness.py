@@ -71,7 +71,8 @@ def problem_row(greedy: dict, sampled: dict, ks: list[int]) -> dict:
     flags = [float(s) for s in sampled["solved"]]
     n, c = len(flags), int(sum(flags))
     return {
-        "problem": greedy["problem"], **({"answer": greedy["answer"]} if "answer" in greedy else {}),
+        "problem": greedy["problem"], "prompt": greedy["prompt"],
+        **({"answer": greedy["answer"]} if "answer" in greedy else {}),
         "greedy_response": greedy["response"], "greedy_score": greedy["score"],
         "greedy_correct": greedy["correct"], "samples": n, "solved_samples": c,
         "mean_reward": sum(sampled["scores"]) / n,
