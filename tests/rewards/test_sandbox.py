@@ -93,10 +93,13 @@ def test_exit_code_and_stderr_are_reported():
     assert res.stderr.strip() == "oops"
 
 
-def test_workdir_is_deleted_afterwards():
-    res = _run("import os\nprint(os.getcwd())\nopen('junk.txt', 'w').write('x' * 1000)")
+def test_files_a_run_writes_are_gone_afterwards():
+    marker = f"junk-{random.randrange(10**12)}.txt"
+    res = _run(f"import os\nopen({marker!r}, 'w').write('x' * 1000)\nprint(os.path.abspath({marker!r}))")
     assert res.ok
     assert not os.path.exists(res.stdout.strip())
+    for root in {tempfile.gettempdir(), "/tmp"}:  # it was on a tmpfs of the run's own, or deleted
+        assert not any(marker in name for name in os.listdir(root))
 
 
 def test_auto_isolation_on_this_machine_is_reported():
@@ -269,12 +272,14 @@ def test_daemonized_children_do_not_survive(mode):
     res = _run(
         f"""
         import os, subprocess, time
-        p = subprocess.Popen(["sleep", "{marker}"], start_new_session=True,
+        import sys
+        sleeper = [sys.executable, "-c", "import time; time.sleep({marker})", "{marker}"]
+        p = subprocess.Popen(sleeper, start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if os.fork() == 0:  # classic double-fork daemon
             os.setsid()
             if os.fork() == 0:
-                os.execvp("sleep", ["sleep", "{marker}"])
+                os.execv(sys.executable, sleeper)
             os._exit(0)
         time.sleep(0.3)
         print("started", p.poll() is None)
