@@ -4,50 +4,22 @@ on the tiny model: two checkpoints, eval.json, per-problem rows, the eval reward
 import json
 
 import pytest
-import torch
 
-from rlxf.batch import TrajectoryBatch
 from rlxf.cli import main
 from rlxf.eval.compare import compare_checkpoints
 from rlxf.eval.harness import EvalSettings, evaluate_checkpoint
 from rlxf.rewards.arithmetic import AnswerReward, extract_answer
-from rlxf.rollout.engine import left_pad
 from tests.conftest import small_overrides
+from tests.eval.scripted import ScriptedRollout
 
 ROWS = [{"prompt": "1+1=", "answer": "2"}, {"prompt": "2+2=", "answer": "4"}]
 GREEDY = {"1+1=": "2", "2+2=": "5"}
 SAMPLED = {"1+1=": ["2", "3", "2", "7"], "2+2=": ["5", "5", "4", "6"]}
 
 
-class ScriptedRollout:
-    """The ``Generates`` protocol with fixed answers: greedy ones at temperature 0, else the script."""
-
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer = tokenizer
-
-    def generate(self, rows, params, generator=None, first_group=0) -> TrajectoryBatch:
-        pairs = [(i, r, a) for i, r in enumerate(rows)
-                 for a in ([GREEDY[r["prompt"]]] if params.temperature == 0 else SAMPLED[r["prompt"]][: params.n])]
-        prompt_ids, prompt_mask = left_pad([self.tokenizer.encode(r["prompt"]) for _, r, _ in pairs],
-                                           self.tokenizer.pad_token_id, torch.device("cpu"))
-        response_ids, response_mask = left_pad([self.tokenizer.encode(a) for *_, a in pairs],
-                                               self.tokenizer.pad_token_id, torch.device("cpu"))
-        return TrajectoryBatch(
-            prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids, response_mask=response_mask,
-            loss_mask=response_mask, group_ids=torch.tensor([i for i, *_ in pairs]) + first_group,
-            metadata=[{"answer": r["answer"], "stopped": True} for _, r, _ in pairs],
-        )
-
-    def decode_prompts(self, batch):
-        return self.tokenizer.batch_decode(batch.prompt_ids, skip_special_tokens=True)
-
-    def decode_responses(self, batch):
-        return self.tokenizer.batch_decode(batch.response_ids, skip_special_tokens=True)
-
-
-def test_every_metric_of_scripted_answers(tokenizer):
+def test_every_metric_of_scripted_answers():
     settings = EvalSettings(n=4, ks=[1, 2, 4], batch_size=4, max_new_tokens=4)  # 1 problem per generate call
-    summary, problems = evaluate_checkpoint(ScriptedRollout(tokenizer), AnswerReward(), ROWS, settings,
+    summary, problems = evaluate_checkpoint(ScriptedRollout(GREEDY, SAMPLED), AnswerReward(), ROWS, settings,
                                             extract_answer, progress=False)
     means = {k: v["mean"] for k, v in summary.items()}
     assert means == pytest.approx({
