@@ -140,6 +140,7 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
         batch = batch.to(basics.device)
         train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control,
                        session.shuffle_gen, session.on_policy_reuse, timer, metrics)
+        session.logger.log_samples(step, batch, basics.tokenizer)  # logging.samples_every: samples.jsonl, trackers
         with timer("weight_sync"):
             metrics.update(sync_weights(actor, rollout, step, config.runtime.weight_sync))
         lengths = batch.response_lengths.float()

@@ -113,6 +113,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             batch = batch.to(basics.device)
             train_on_batch(batch, algo, actor, session.critic, session.reference, session.kl_control, shuffle_gen,
                            session.on_policy_reuse, timer, metrics)
+            session.logger.log_samples(step, batch, basics.tokenizer)  # logging.samples_every: samples.jsonl, trackers
             trained["version"] = step
             with timer("weight_sync"):
                 producer.post_weights(exported_weights(actor, step, bucket_bytes))
