@@ -309,6 +309,7 @@ def run_job(job, fds, sock):
         if run["open"]:
             try:
                 os.kill(run["pid"], signal.SIGKILL)  # pid 1 of the run: the kernel kills the rest of it
+                os.waitpid(run["pid"], 0)  # returns once its namespace is empty
             except OSError:
                 pass
             if run["reason"] is None and stop_reason is not None and run is gate:
