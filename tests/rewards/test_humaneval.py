@@ -30,6 +30,10 @@ def test_splits_hold_every_problem_once():
     assert len(task.eval) == 64 and len(task.train) == 100
     assert {r["task_id"] for r in task.eval}.isdisjoint(r["task_id"] for r in task.train)
     assert len({r["task_id"] for r in humaneval_task(seed=0, eval_size=0).eval}) == 164
+    subset = humaneval_task(seed=0, eval_size=0, task_ids=["HumanEval/53", "HumanEval/0"])
+    assert sorted(r["task_id"] for r in subset.eval) == ["HumanEval/0", "HumanEval/53"]
+    with pytest.raises(ValueError, match="HumanEval/999"):
+        humaneval_task(seed=0, eval_size=0, task_ids=["HumanEval/999"])
 
 
 def test_all_164_canonical_solutions_pass(reward, problems):
@@ -59,3 +63,32 @@ def test_a_whole_fenced_program_also_counts(reward, problems):
     p = next(p for p in problems if p["task_id"] == "HumanEval/53")  # add(x, y)
     response = "Here you go:\n```python\ndef add(x: int, y: int):\n    return x + y\n```"
     assert _score(reward, [p], [response]).scores == [1.0]
+
+
+def test_rlxf_eval_on_humaneval_prints_pass_at_k(tmp_path):
+    """The command line end to end on two problems with the (untrained) long tiny model."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "eval"
+    from pathlib import Path
+
+    import rlxf
+
+    recipe = Path(rlxf.__file__).parent / "recipes" / "humaneval.yaml"
+    cmd = [sys.executable, "-m", "rlxf.cli", "eval", str(recipe),
+           "data.task_args.task_ids=[HumanEval/53, HumanEval/0]", "rollout.max_new_tokens=8",
+           f"model.path={tmp_path / 'never-built'}", "--n", "2", "--k", "1", "2", "--out", str(out), "--quiet"]
+    from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
+
+    build_tiny_model(tmp_path / "never-built", hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,
+                     **TINY_VARIANTS["long"])
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "eval.json").read_text())
+    model = report["models"][0]
+    assert {"pass@1", "pass@2", "maj@1", "greedy_accuracy"} <= set(model)
+    assert model["pass@1"]["mean"] == 0.0  # an untrained model solves nothing
+    rows = [json.loads(line) for line in (out / "eval_problems.jsonl").read_text().splitlines()]
+    assert len(rows) == 2

@@ -45,8 +45,16 @@ def problem_row(problem: dict) -> dict:
 
 
 @TASKS.register("humaneval")
-def humaneval_task(seed: int, eval_size: int, eval_problems: int = 164) -> TaskSplits:
+def humaneval_task(seed: int, eval_size: int, eval_problems: int = 164, task_ids: list[str] | None = None) -> TaskSplits:
+    """``task_ids`` (e.g. ``["HumanEval/0", "HumanEval/53"]``) keeps only those problems; ``eval_size``
+    is not used (``eval_problems`` says how many are held out)."""
     rows = [problem_row(p) for p in read_problems()]
+    if task_ids is not None:
+        unknown = sorted(set(task_ids) - {r["task_id"] for r in rows})
+        if unknown:
+            raise ValueError(f"humaneval task: unknown task_ids {unknown[:5]}")
+        rows = [r for r in rows if r["task_id"] in set(task_ids)]
+        eval_problems = min(eval_problems, len(rows))
     if not 1 <= eval_problems <= len(rows):
         raise ValueError(f"humaneval task: eval_problems must be in [1, {len(rows)}], got {eval_problems}")
     order = list(range(len(rows)))
