@@ -349,6 +349,10 @@ def main(cfg):
     layers += ["no_new_privs", "rlimits", "scrubbed_env"]
     for name in PRELOAD:
         __import__(name)
+    import gc
+
+    gc.collect()
+    gc.freeze()  # the runs' collector then never walks (and so never copies) the zygote's objects
     CFG["stdlib_path"] = [p for p in sys.path if p]
     CFG["pidns_fd"] = os.open("/proc/self/ns/pid", os.O_RDONLY) if cfg["in_ns"] else None
     JOB_SOCK = socket.socket(fileno=cfg["job_fd"])
