@@ -15,16 +15,14 @@ import textwrap
 
 import pytest
 
-from rlxf.rewards.sandbox import SandboxLimits, resolve_isolation, run_python
+from rlxf.rewards.sandbox import SandboxLimits, run_python
+from tests.rewards.sandbox_modes import require_isolation
 
 LIMITS = SandboxLimits(cpu_seconds=5, wall_seconds=20, memory_mb=512, max_output_bytes=4_000_000)
 VIEW_MODES = ["namespaces", "userns"]  # basic mode shows the host's files: documented, not claimed
 
 
-def _mode_or_skip(mode: str) -> str:
-    if resolve_isolation(mode) != mode:
-        pytest.skip(f"isolation {mode!r} is not available here")
-    return mode
+_mode_or_skip = require_isolation
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ import textwrap
 import pytest
 
 from rlxf.rewards.code_reward import CodeTestsReward
-from rlxf.rewards.sandbox import SandboxLimits, resolve_isolation
+from rlxf.rewards.sandbox import SandboxLimits
+from tests.rewards.sandbox_modes import require_isolation
 
 LIMITS = SandboxLimits(cpu_seconds=1, wall_seconds=2, memory_mb=256, max_output_bytes=100_000)
 CHECK = textwrap.dedent("""
@@ -95,9 +96,7 @@ MODES = ["namespaces", "userns", "basic"]
 
 @pytest.fixture(scope="module", params=MODES)
 def reward(request) -> CodeTestsReward:
-    if resolve_isolation(request.param) != request.param:
-        pytest.skip(f"isolation {request.param!r} is not available here")
-    return CodeTestsReward(limits=LIMITS, max_workers=2, isolation=request.param)
+    return CodeTestsReward(limits=LIMITS, max_workers=2, isolation=require_isolation(request.param))
 
 
 @pytest.mark.parametrize("row", list(ROWS))
