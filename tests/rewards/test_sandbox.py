@@ -310,3 +310,20 @@ def test_run_many_accepts_plain_jobs_and_mixed_outcomes():
 def test_bad_isolation_name_is_rejected():
     with pytest.raises(ValueError):
         run_python("print(1)", isolation="chroot")
+
+
+def test_a_dead_zygote_is_replaced():
+    """A zygote killed between runs (OOM killer, an operator) costs the next run nothing but a restart."""
+    import signal
+
+    from rlxf.rewards.sandbox_pool import _POOLS
+
+    sandbox = CodeSandbox(max_workers=1, limits=FAST)
+    assert sandbox.run("print(1)").stdout == "1\n"
+    zygotes = [z for key, pool in _POOLS.items() if key[0] == os.getpid() for z in pool._idle]
+    assert zygotes
+    for z in zygotes:
+        os.killpg(z.proc.pid, signal.SIGKILL)
+        z.proc.wait(timeout=10)
+    res = sandbox.run("print(2)")
+    assert res.ok and res.stdout == "2\n", (res.error, res.stderr)
