@@ -1,5 +1,6 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
-``rlxf eval [RECIPE] [key=value ...]``, ``rlxf algorithms``. Thin: parse, load config, call a loop."""
+``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
+``rlxf algorithms``. Thin: parse, load config, call a loop."""
 
 from __future__ import annotations
 
@@ -39,26 +40,85 @@ def cmd_train(ns: argparse.Namespace) -> int:
         config = load_config(recipe, overrides)
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
+    if config.logging.plot:
+        _plot_finished_run(Path(config.run_dir))
     print(f"run directory: {config.run_dir}")
     stopped_by = summary.get("stopped_by")  # a stop signal ended the run early (loops/stop_signals.py)
     return 128 + signal.Signals[stopped_by].value if stopped_by else 0
 
 
+def _plot_finished_run(run_dir: Path) -> None:
+    """``plots.png`` next to ``summary.json``; a missing matplotlib is a note, not a failure of the run."""
+    try:
+        from rlxf.tracking.plot import plot_runs
+
+        print(f"plots: {plot_runs([run_dir], run_dir / 'plots.png')}")
+    except ImportError:
+        print("plots: skipped (pip install 'rlxf[plot]' for plots.png)")
+
+
+def cmd_plot(ns: argparse.Namespace) -> int:
+    from rlxf.tracking.plot import plot_runs
+
+    runs = [Path(d) for d in ns.run_dirs]
+    missing = [str(d) for d in runs if not (d / "metrics.jsonl").exists()]
+    if missing:
+        raise ConfigError(f"rlxf plot: no metrics.jsonl in {', '.join(missing)} (is it a run directory?)")
+    out = Path(ns.output) if ns.output else (runs[0] / "plots.png" if len(runs) == 1 else Path("plots.png"))
+    print(plot_runs(runs, out))
+    return 0
+
+
 def cmd_eval(ns: argparse.Namespace) -> int:
     from rlxf.config import load_config
-    from rlxf.eval.accuracy import evaluate
+    from rlxf.eval.answers import answer_extractor
+    from rlxf.eval.compare import compare_checkpoints
+    from rlxf.eval.harness import EvalSettings, evaluate_checkpoint
     from rlxf.loops.setup import build_rollout, build_run_context, load_policy
 
     recipe, overrides = _split_recipe(ns.args)
     config = load_config(recipe, overrides)
+    try:
+        settings = EvalSettings(
+            n=ns.n, ks=sorted(set(ns.k or default_ks(ns.n))), temperature=config.rollout.temperature,
+            top_p=config.rollout.top_p, top_k=config.rollout.top_k,
+            max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens,
+            batch_size=config.eval.batch_size, seed=config.seed,
+        )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    missing = [m for m in ns.model or [] if not Path(m).exists()]
+    if missing:
+        raise ConfigError(f"--model {missing[0]}: no such checkpoint folder")
     context = build_run_context(config)
-    path = ns.model or context.model_path
-    policy = load_policy(config, path, context.device)
-    rollout = build_rollout(config, policy, context.tokenizer)
-    tokens = config.eval.max_new_tokens or config.rollout.max_new_tokens
-    result = evaluate(rollout, context.reward, context.task.eval, config.eval.batch_size, tokens)
-    print(json.dumps({"model": path, "eval_size": len(context.task.eval), **result}, indent=1))
+    reward_name = (config.eval.reward or config.reward).function  # held-out scoring: eval.reward when set
+    extract = answer_extractor(reward_name)
+    models = ns.model or [context.model_path]
+    reports, rows = [], []
+    for index, path in enumerate(models):
+        policy = load_policy(config, path, context.device)
+        rollout = build_rollout(config, policy, context.tokenizer)
+        summary, problems = evaluate_checkpoint(rollout, context.eval_reward, context.task.eval, settings, extract,
+                                                progress=not ns.quiet)
+        reports.append({"model": path, **summary})
+        rows += [{"model": index, **p} for p in problems]
+        if index:  # each later checkpoint against the first, problem by problem
+            reports[-1]["versus_first"] = compare_checkpoints(
+                [r for r in rows if r["model"] == 0], problems, settings.ks, config.seed)
+    result = {"task": config.data.task, "reward": reward_name, "eval_size": len(context.task.eval), "n": settings.n,
+              "ks": settings.ks, "temperature": settings.temperature, "models": reports}
+    out = Path(ns.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "eval_problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    print(json.dumps(result, indent=1))
+    print(f"written: {out / 'eval.json'}, {out / 'eval_problems.jsonl'}", file=sys.stderr)
     return 0
+
+
+def default_ks(n: int) -> list[int]:
+    """1, 2, 4, ... up to n, and n itself."""
+    return sorted({2**i for i in range(n.bit_length()) if 2**i <= n} | {n})
 
 
 def cmd_serve_reward(ns: argparse.Namespace) -> int:
@@ -94,10 +154,19 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     train.set_defaults(func=cmd_train)
-    ev = sub.add_parser("eval", help="held-out evaluation of a model on a recipe's task")
+    ev = sub.add_parser("eval", help="evaluate checkpoints on a recipe's task: accuracy, pass@k, maj@k, paired comparison")
     ev.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
-    ev.add_argument("--model", help="model folder (default: the recipe's model.path)")
+    ev.add_argument("--model", action="append", metavar="PATH",
+                    help="checkpoint folder; repeat to compare (default: the recipe's model.path)")
+    ev.add_argument("--n", type=int, default=8, help="samples per problem (default 8)")
+    ev.add_argument("--k", type=int, nargs="+", help="k's of pass@k and maj@k (default 1, 2, 4, ... n)")
+    ev.add_argument("--out", default="runs/eval", help="folder for eval.json and eval_problems.jsonl")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
+    plot = sub.add_parser("plot", help="one PNG of a run's curves (several runs overlaid)")
+    plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    plot.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/plots.png for one run, ./plots.png for several)")
+    plot.set_defaults(func=cmd_plot)
     serve = sub.add_parser("serve-reward", help="serve the recipe's reward over HTTP (POST /score)")
     serve.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")

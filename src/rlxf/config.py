@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rlxf.algos.config import AlgorithmConfig
 from rlxf.algos.preference_losses import PreferenceLossConfig
 from rlxf.runtime.config import RuntimeConfig
+from rlxf.tracking.config import LoggingConfig
 from rlxf.train.optim_config import OptimConfig
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
@@ -143,11 +144,6 @@ class CheckpointConfig(Section):
     keep_last: int = Field(2, ge=1)
 
 
-class LoggingConfig(Section):
-    progress_bar: bool = True
-    sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
-
-
 class AsyncRLConfig(Section):
     """``loop: rl_async`` (loops/rl_async.py): generation overlaps training, with bounded staleness."""
 
@@ -181,7 +177,7 @@ class Config(Section):
     preference: PreferenceConfig = Field(default_factory=PreferenceConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)  # sinks, trackers, logged rollouts (rlxf/tracking/config.py)
     async_rl: AsyncRLConfig = Field(default_factory=AsyncRLConfig)  # loop: rl_async only
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)  # where roles live (rlxf/runtime/config.py)
 

@@ -23,6 +23,6 @@ def test_algorithms_lists_presets(capsys):
 
 def test_eval_prints_accuracy(tmp_path, tiny_model_dir, capsys):
     overrides = [o for o in small_overrides(tmp_path, tiny_model_dir) if o.startswith(("model.", "data."))]
-    assert main(["eval", *overrides]) == 0
+    assert main(["eval", *overrides, "--n", "2", "--out", str(tmp_path / "eval"), "--quiet"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["eval_size"] == 16 and 0.0 <= result["eval/accuracy"] <= 1.0
+    assert result["eval_size"] == 16 and 0.0 <= result["models"][0]["greedy_accuracy"]["mean"] <= 1.0

@@ -40,10 +40,8 @@ def test_hanging_reward_times_out():
         return [0.0]
 
     role = RewardRole(build_reward.__globals__["as_reward"](slow), "slow_reward", timeout_seconds=0.2)
-    start = time.time()
     with pytest.raises(RewardError, match=r"'slow_reward' did not return within 0.2s"):
         role.score(["p"], ["r"], [{}])
-    assert time.time() - start < 2
 
 
 def test_wrong_number_of_scores_is_named():

@@ -129,7 +129,8 @@ def test_hostile_programs_score_zero_and_training_goes_on(reward, monkeypatch, t
         "env": "import os\nprint(3 if os.environ.get('RLXF_TEST_SECRET_TOKEN') else 0)\n",
         "write": f"open({str(target)!r}, 'w').write('x')\nprint(3)\n",
         "network": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)\nprint(3)\n",
-        "daemon": f"import subprocess\nsubprocess.Popen(['sleep', '{marker}'], start_new_session=True)\nprint(3)\n",
+        "daemon": f"import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep({marker})', "
+                  f"'{marker}'], start_new_session=True)\nprint(3)\n",
     }
     if available_isolation() == "basic":
         del hostile["network"]  # no network namespace here: documented weakness

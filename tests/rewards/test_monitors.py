@@ -4,12 +4,12 @@ import json
 
 import pytest
 import torch
-from tests.conftest import small_overrides
 
 from rlxf.batch import TrajectoryBatch
 from rlxf.rewards.base import as_reward
 from rlxf.rewards.monitors import RewardHackingMonitor, repetition_rate, slope
 from rlxf.roles.reward import RewardRole
+from tests.conftest import small_overrides
 
 
 def test_slope_and_repetition():

@@ -21,6 +21,7 @@ from rlxf.rewards.sandbox import (
     run_python,
 )
 from rlxf.rewards.sandbox_limits import SandboxResult
+from tests.rewards.sandbox_modes import WEAK_OK, require_isolation
 
 pytestmark = pytest.mark.skipif(not os.path.isdir("/proc"), reason="the sandbox needs Linux /proc")
 
@@ -36,10 +37,7 @@ def _run(code: str, mode: str = "auto", limits: SandboxLimits = FAST, stdin: str
     return res
 
 
-def _mode_or_skip(mode: str) -> str:
-    if mode != "auto" and resolve_isolation(mode) != mode:
-        pytest.skip(f"isolation {mode!r} is not available here")
-    return mode
+_mode_or_skip = require_isolation
 
 
 def _pids_with_marker(marker: str) -> list[int]:
@@ -93,10 +91,13 @@ def test_exit_code_and_stderr_are_reported():
     assert res.stderr.strip() == "oops"
 
 
-def test_workdir_is_deleted_afterwards():
-    res = _run("import os\nprint(os.getcwd())\nopen('junk.txt', 'w').write('x' * 1000)")
+def test_files_a_run_writes_are_gone_afterwards():
+    marker = f"junk-{random.randrange(10**12)}.txt"
+    res = _run(f"import os\nopen({marker!r}, 'w').write('x' * 1000)\nprint(os.path.abspath({marker!r}))")
     assert res.ok
     assert not os.path.exists(res.stdout.strip())
+    for root in {tempfile.gettempdir(), "/tmp"}:  # it was on a tmpfs of the run's own, or deleted
+        assert not any(marker in name for name in os.listdir(root))
 
 
 def test_auto_isolation_on_this_machine_is_reported():
@@ -113,21 +114,17 @@ def test_auto_isolation_on_this_machine_is_reported():
 
 @pytest.mark.parametrize("mode", MODES)
 def test_infinite_loop_is_stopped(mode):
-    t0 = time.monotonic()
     res = _run("while True:\n    pass\n", _mode_or_skip(mode))
     assert res.timed_out and res.killed_reason in ("cpu_limit", "wall_timeout")
-    assert time.monotonic() - t0 < FAST.wall_seconds + 3
 
 
 def test_sleeping_program_hits_wall_clock():
     res = _run("import time\ntime.sleep(60)", limits=SandboxLimits(wall_seconds=1))
     assert res.timed_out and res.killed_reason == "wall_timeout"
-    assert res.wall_seconds < 3
 
 
 def test_fork_bomb_is_contained_and_nothing_survives():
     marker = f"forkbomb{random.randrange(10**9)}"
-    t0 = time.monotonic()
     res = _run(
         f"""
         import os, time
@@ -140,7 +137,6 @@ def test_fork_bomb_is_contained_and_nothing_survives():
         """
     )
     assert res.killed_reason in ("process_limit", "wall_timeout", "cpu_limit")
-    assert time.monotonic() - t0 < FAST.wall_seconds + 5
     assert len(res.pids) > 1  # it did fork
     time.sleep(0.1)
     assert not [p for p in res.pids if _pid_alive(p)]
@@ -159,7 +155,6 @@ def test_memory_bomb_fails_without_hurting_the_parent():
 @pytest.mark.parametrize("mode", MODES)
 def test_gigabytes_of_output_are_capped(mode):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    t0 = time.monotonic()
     res = _run(
         """
         import sys
@@ -171,7 +166,6 @@ def test_gigabytes_of_output_are_capped(mode):
     )
     assert res.killed_reason == "output_limit" and res.output_truncated
     assert len(res.stdout) + len(res.stderr) <= FAST.max_output_bytes
-    assert time.monotonic() - t0 < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
 
 
@@ -236,7 +230,8 @@ def test_cannot_write_outside_its_directory(mode):
 
 def test_cannot_connect_to_a_local_listener():
     if BEST == "basic":
-        pytest.skip("no network namespace available: network is NOT isolated (see docs/sandbox.md)")
+        message = "no network namespace available: network is NOT isolated (see docs/sandbox.md)"
+        pytest.skip(message) if WEAK_OK else pytest.fail(message)
     server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     server.bind(("127.0.0.1", 0))
     server.listen(4)
@@ -269,12 +264,14 @@ def test_daemonized_children_do_not_survive(mode):
     res = _run(
         f"""
         import os, subprocess, time
-        p = subprocess.Popen(["sleep", "{marker}"], start_new_session=True,
+        import sys
+        sleeper = [sys.executable, "-c", "import time; time.sleep({marker})", "{marker}"]
+        p = subprocess.Popen(sleeper, start_new_session=True,
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         if os.fork() == 0:  # classic double-fork daemon
             os.setsid()
             if os.fork() == 0:
-                os.execvp("sleep", ["sleep", "{marker}"])
+                os.execv(sys.executable, sleeper)
             os._exit(0)
         time.sleep(0.3)
         print("started", p.poll() is None)
@@ -291,16 +288,14 @@ def test_daemonized_children_do_not_survive(mode):
 
 
 def test_run_many_keeps_order_and_runs_in_parallel():
-    sandbox = CodeSandbox(max_workers=8, limits=FAST)
-    jobs = [
-        SandboxJob(f"import time\ntime.sleep(0.5)\nprint({i} * int(input()))", stdin="3") for i in range(8)
-    ]
-    t0 = time.monotonic()
-    results = sandbox.run_many(jobs)
-    elapsed = time.monotonic() - t0
-    assert [r.stdout.strip() for r in results] == [str(3 * i) for i in range(8)]
+    sandbox = CodeSandbox(max_workers=4, limits=FAST)
+    program = "import time\nstart = time.time()\ntime.sleep(0.5)\nprint({i} * int(input()), start, time.time())"
+    results = sandbox.run_many([SandboxJob(program.format(i=i), stdin="3") for i in range(4)])
     assert all(r.ok for r in results)
-    assert elapsed < 8 * 0.5  # sequential would take > 4 s
+    assert [r.stdout.split()[0] for r in results] == [str(3 * i) for i in range(4)]
+    spans = [tuple(map(float, r.stdout.split()[1:])) for r in results]
+    # parallel, not timed: some two runs were asleep at the same moment
+    assert any(a0 < b1 and b0 < a1 for i, (a0, a1) in enumerate(spans) for b0, b1 in spans[i + 1:])
 
 
 def test_run_many_accepts_plain_jobs_and_mixed_outcomes():
@@ -315,3 +310,20 @@ def test_run_many_accepts_plain_jobs_and_mixed_outcomes():
 def test_bad_isolation_name_is_rejected():
     with pytest.raises(ValueError):
         run_python("print(1)", isolation="chroot")
+
+
+def test_a_dead_zygote_is_replaced():
+    """A zygote killed between runs (OOM killer, an operator) costs the next run nothing but a restart."""
+    import signal
+
+    from rlxf.rewards.sandbox_pool import _POOLS
+
+    sandbox = CodeSandbox(max_workers=1, limits=FAST)
+    assert sandbox.run("print(1)").stdout == "1\n"
+    zygotes = [z for key, pool in _POOLS.items() if key[0] == os.getpid() for z in pool._idle]
+    assert zygotes
+    for z in zygotes:
+        os.killpg(z.proc.pid, signal.SIGKILL)
+        z.proc.wait(timeout=10)
+    res = sandbox.run("print(2)")
+    assert res.ok and res.stdout == "2\n", (res.error, res.stderr)

@@ -1,28 +1,42 @@
-"""Held-out evaluation: greedy answers to the eval split, scored by the run's reward."""
+"""Held-out evaluation: greedy answers to the eval split, scored by the run's eval reward."""
 
 from __future__ import annotations
 
-from rlxf.roles.reward import RewardRole
-from rlxf.roles.rollout import RolloutRole
+from rlxf.eval.protocols import Generates, Scores
+from rlxf.eval.verdicts import solved_flags
 from rlxf.rollout.sampling import SamplingParams
 
 
-def evaluate(
-    rollout: RolloutRole, reward: RewardRole, rows: list[dict], batch_size: int, max_new_tokens: int
-) -> dict[str, float]:
-    """``eval/accuracy``: mean of the reward's ``correct`` component (or of the score, if it has none)."""
+def evaluate_problems(
+    rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
+) -> tuple[dict[str, float], list[dict]]:
+    """The metrics of ``evaluate`` and one row per problem: ``problem`` (its index in ``rows``),
+    ``prompt``, ``response``, ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
-    scores, correct, lengths = [], [], []
+    problems: list[dict] = []
     for start in range(0, len(rows), batch_size):
         chunk = rows[start: start + batch_size]
         batch = rollout.generate(chunk, params)
-        out = reward.score(rollout.decode_prompts(batch), rollout.decode_responses(batch), batch.metadata)
-        scores += out.scores
-        correct += out.components.get("correct", out.scores)
-        lengths += batch.response_lengths.tolist()
-    n = len(rows)
-    return {
-        "eval/accuracy": sum(correct) / n,
-        "eval/reward": sum(scores) / n,
-        "eval/response_length": sum(lengths) / n,
+        prompts, responses = rollout.decode_prompts(batch), rollout.decode_responses(batch)
+        out = reward.score(prompts, responses, batch.metadata)
+        correct = solved_flags(out)
+        for i, (response, length) in enumerate(zip(responses, batch.response_lengths.tolist())):
+            row = chunk[int(batch.group_ids[i])]
+            problems.append({"problem": start + int(batch.group_ids[i]), "prompt": prompts[i], "response": response,
+                             **({"answer": row["answer"]} if "answer" in row else {}),
+                             "score": out.scores[i], "correct": correct[i], "length": int(length)})
+    n = len(problems)
+    metrics = {
+        "eval/accuracy": sum(p["correct"] for p in problems) / n,
+        "eval/reward": sum(p["score"] for p in problems) / n,
+        "eval/response_length": sum(p["length"] for p in problems) / n,
     }
+    return metrics, problems
+
+
+def evaluate(
+    rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
+) -> dict[str, float]:
+    """``eval/accuracy``: the fraction of problems solved (eval/verdicts.py: the reward's ``correct``
+    component, all tests passed for ``code_tests``, else score > 0); ``eval/reward``: the mean score."""
+    return evaluate_problems(rollout, reward, rows, batch_size, max_new_tokens)[0]

@@ -110,7 +110,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         ckpt.load_optimizer(engine.optimizer, engine.scheduler, checkpoint, "trainer")
         write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
     stream = PromptStream(objective.rows, seed=config.seed, position=state.data_position)
-    logger = MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write)
+    logger = MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write)
     prior_wall = state.wall_seconds
 
     def save() -> None:

@@ -155,6 +155,7 @@ def run_steps(session: RLSession) -> None:
             raise
         batch = batch.to(context.device)
         train_on_batch(session, batch, timer, metrics)
+        session.logger.log_samples(step, batch, context.tokenizer)  # logging.samples_every: samples.jsonl, trackers
         with timer("weight_sync"):
             metrics.update(sync_weights(actor, rollout, step, config.runtime.weight_sync))
         session.evaluate_if_due(step, timer, metrics)

@@ -107,6 +107,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             })
             batch = batch.to(context.device)
             train_on_batch(session, batch, timer, metrics)
+            session.logger.log_samples(step, batch, context.tokenizer)  # logging.samples_every: samples.jsonl, trackers
             trained["version"] = step
             with timer("weight_sync"):
                 producer.post_weights(exported_weights(actor, step, bucket_bytes))

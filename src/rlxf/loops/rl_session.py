@@ -17,7 +17,7 @@ import torch
 
 from rlxf.algos import AdaptiveKLController, FixedKLController, kl_controller_from_config
 from rlxf.config import Config, dump_config
-from rlxf.eval.accuracy import evaluate
+from rlxf.eval.accuracy import evaluate_problems
 from rlxf.loops.run_dir import prepare_run_dir
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import (
@@ -79,18 +79,22 @@ class RLSession:
         save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.context.tokenizer,
                         self.config.checkpoint.keep_last)
 
-    def evaluate(self, rollout=None) -> dict[str, float]:
-        """Held-out greedy evaluation with ``rollout`` (default: the session's rollout role)."""
+    def evaluate(self, rollout=None, step: int | None = None) -> dict[str, float]:
+        """Held-out greedy evaluation with ``rollout`` (default: the session's rollout role); with
+        ``step``, its per-problem results go to ``eval_problems.jsonl`` (and flips to the metrics)."""
         tokens = self.config.eval.max_new_tokens or self.config.rollout.max_new_tokens
-        return evaluate(self.rollout if rollout is None else rollout, self.context.eval_reward, self.context.task.eval,
-                        self.config.eval.batch_size, tokens)
+        metrics, problems = evaluate_problems(self.rollout if rollout is None else rollout, self.context.eval_reward,
+                                              self.context.task.eval, self.config.eval.batch_size, tokens)
+        if step is not None:
+            metrics.update(self.logger.log_eval_problems(step, problems))
+        return metrics
 
     def evaluate_if_due(self, step: int, timer, metrics: dict[str, float], rollout=None) -> None:
         """Held-out evaluation every ``eval.every`` steps and at the last one, into ``metrics``."""
         every = self.config.eval.every
         if every and step % every == 0 or step == self.config.train.steps:
             with timer("eval"):
-                self.state.last_eval = self.evaluate(rollout)
+                self.state.last_eval = self.evaluate(rollout, step)
             metrics.update(self.state.last_eval)
 
     def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> bool:
@@ -201,13 +205,13 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         rollout=rollout, reference=reference, actor=actor, critic=critic, sample_gen=sample_gen,
         shuffle_gen=shuffle_gen, kl_control=kl_control, params=params,
         on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs),
-        logger=MetricsLogger(run_dir, config.logging.sinks, resume_step=state.step if checkpoint else None, write=write),
+        logger=MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write),
         started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
     )
     if checkpoint:
         session.logger.restore(state.step, state.step_metrics)
     if checkpoint is None:
-        state.last_eval = session.evaluate()
+        state.last_eval = session.evaluate(step=0)
         state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
         write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on {len(context.task.eval)} problems")
         session.logger.log(0, state.last_eval)

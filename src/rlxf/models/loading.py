@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
-from rlxf.models.tiny import build_tiny_model
+from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
 
 # A model path of this form builds (once) and uses the local tiny model: no download.
 TINY_PREFIX = "tiny:"
@@ -19,7 +19,9 @@ def resolve_model_path(path: str, work_dir: str | Path = ".cache/models") -> str
     """``tiny:NAME`` -> a local tiny model folder (built on first use); anything else is passed through."""
     if path.startswith(TINY_PREFIX):
         name = path[len(TINY_PREFIX):] or "default"
-        return str(build_tiny_model(Path(work_dir) / f"tiny-{name}"))
+        if name not in TINY_VARIANTS:
+            raise ValueError(f"model.path {path!r}: unknown tiny model; known: {', '.join(TINY_VARIANTS)}")
+        return str(build_tiny_model(Path(work_dir) / f"tiny-{name}", **TINY_VARIANTS[name]))
     return path
 
 

@@ -34,9 +34,14 @@ def tiny_llama_config(
     )
 
 
+# ``tiny:NAME`` variants (model.path): the default fits the arithmetic tasks; ``long`` holds programs
+# (HumanEval prompts are up to ~1,500 characters, one token each).
+TINY_VARIANTS: dict[str, dict] = {"default": {}, "long": {"max_position_embeddings": 4096}}
+
+
 def build_tiny_model(
     out_dir: str | Path, seed: int = 0, hidden_size: int = 256, num_layers: int = 4,
-    num_heads: int = 4, intermediate_size: int = 688,
+    num_heads: int = 4, intermediate_size: int = 688, max_position_embeddings: int = 256,
 ) -> Path:
     """Create a randomly initialised tiny Llama + char tokenizer in ``out_dir`` (idempotent)."""
     out_dir = Path(out_dir)
@@ -44,7 +49,7 @@ def build_tiny_model(
         return out_dir
     tokenizer = build_char_tokenizer()
     config = tiny_llama_config(
-        len(tokenizer), hidden_size, num_layers, num_heads, intermediate_size
+        len(tokenizer), hidden_size, num_layers, num_heads, intermediate_size, max_position_embeddings
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)

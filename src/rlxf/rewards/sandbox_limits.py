@@ -16,6 +16,7 @@ class SandboxLimits:
     max_file_mb: int = 16  # RLIMIT_FSIZE: largest file a process may write
     max_output_bytes: int = 1_000_000  # stdout + stderr kept; the run is killed once it writes more
     max_open_files: int = 64  # RLIMIT_NOFILE
+    max_disk_mb: int = 64  # the tmpfs /tmp that holds a job's work directories (namespace modes): all files
 
     def __post_init__(self) -> None:
         for name in (
@@ -26,6 +27,7 @@ class SandboxLimits:
             "max_file_mb",
             "max_output_bytes",
             "max_open_files",
+            "max_disk_mb",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"SandboxLimits.{name} must be > 0, got {getattr(self, name)!r}")

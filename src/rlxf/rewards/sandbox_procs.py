@@ -1,12 +1,10 @@
 """Process bookkeeping for sandbox runs through /proc (host pids): the process table, a run's
-descendants, and killing all of them (``rewards/sandbox.py``)."""
+descendants, and killing what is left of them (``rewards/sandbox_pool.py``)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import subprocess
 import threading
 import time
 
@@ -75,45 +73,8 @@ def alive(pid: int, start: int) -> bool:
     return stat is not None and stat[1] == start and stat[2] not in ("Z", "X")
 
 
-def terminate(proc: subprocess.Popen, in_ns: bool, seen: set[tuple[int, int]]) -> None:
-    """Kill the whole run: the namespace's init (the kernel then kills the namespace), every descendant
-    until none is left (SIGKILLed processes cannot fork any more), then the process group."""
-    table = PROCS.get(fresh=True)
-    desc = descendants(proc.pid, table)
-    if in_ns and desc:
-        for pid in desc:
-            if table[pid][0] == proc.pid:  # init: the child of unshare
-                kill_pid(pid)
-    for _ in range(200):
-        table = PROCS.get(fresh=True)
-        desc = descendants(proc.pid, table)
-        seen.update((p, table[p][1]) for p in desc)
-        live = [p for p in desc if table[p][2] not in ("Z", "X")]
-        if not live:
-            break
-        for p in live:
-            kill_pid(p)
-        time.sleep(0.005)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
-    kill_pid(proc.pid)
 
 
-def remove_tree(path: str) -> None:
-    def make_writable_and_retry(func, failed_path, _exc):
-        try:
-            os.chmod(os.path.dirname(failed_path), 0o700)
-            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-                os.chmod(failed_path, 0o700)
-            func(failed_path)
-        except OSError:
-            pass
-
-    shutil.rmtree(path, onerror=make_writable_and_retry)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep(seen: set[tuple[int, int]]) -> None:
