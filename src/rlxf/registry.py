@@ -1,4 +1,9 @@
-"""A name -> object registry: config picks implementations by name, never by if/elif."""
+"""A name -> object registry: config picks implementations by name, never by if/elif.
+
+The one way to register: an implementation decorates itself with ``@REGISTRY.register("name")`` where
+it is defined, and the registry names the module of each built-in (``modules``) so that asking for a
+name imports just that module (no hand imports, no import of every implementation up front).
+"""
 
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ class Registry(Generic[T]):
         try:
             return self._entries[name]
         except KeyError:
-            known = ", ".join(sorted(self._entries)) or "(none)"
+            known = ", ".join(self.names()) or "(none)"
             raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def names(self) -> list[str]:

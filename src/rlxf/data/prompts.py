@@ -8,9 +8,6 @@ from rlxf.data.tasks import TASKS, TaskSplits
 
 
 def load_task(data_config, seed: int) -> TaskSplits:
-    # Importing the modules registers their tasks.
-    from rlxf.data import arithmetic, files, humaneval, preferences, reasoning_gym, repeat, tool_arithmetic  # noqa: F401
-
     args = dict(data_config.task_args)
     if data_config.path is not None:  # the file tasks (file, preference_file)
         args.update(path=data_config.path, eval_path=data_config.eval_path)

@@ -17,4 +17,11 @@ class TaskSplits:
     eval: list[dict]
 
 
-TASKS: Registry = Registry("task")
+# name -> module that registers it, imported on first use
+TASK_MODULES = {
+    "arithmetic": "rlxf.data.arithmetic", "arithmetic_preferences": "rlxf.data.preferences",
+    "preference_file": "rlxf.data.preferences", "file": "rlxf.data.files", "humaneval": "rlxf.data.humaneval",
+    "tool_arithmetic": "rlxf.data.tool_arithmetic", "reasoning_gym": "rlxf.data.reasoning_gym",
+    "repeat": "rlxf.data.repeat",
+}
+TASKS: Registry = Registry("task", modules=TASK_MODULES)

@@ -28,20 +28,18 @@ class Environment(Protocol):
     def step(self, action: str) -> StepResult | Awaitable[StepResult]: ...
 
 
-ENVS: Registry[Callable[..., Environment]] = Registry("environment")
-
-# Modules whose import registers the built-in environments.
-BUILTIN_ENV_MODULES = ("single_turn", "tool_use", "simulated_user")
+# name -> module that registers it, imported on first use
+ENV_MODULES = {
+    "single_turn": "rlxf.envs.single_turn", "tool_use": "rlxf.envs.tool_use",
+    "simulated_user": "rlxf.envs.simulated_user",
+}
+ENVS: Registry[Callable[..., Environment]] = Registry("environment", modules=ENV_MODULES)
 
 
 def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
     """A zero-argument constructor: a registered name or a dotted path ``module:Class``."""
-    import importlib
-
     from rlxf.rewards.registry import import_object
 
-    for module in BUILTIN_ENV_MODULES:
-        importlib.import_module(f"rlxf.envs.{module}")
-    cls = ENVS.get(name) if name in ENVS else import_object(name)
+    cls = ENVS.get(name) if name in ENVS.names() else import_object(name)
     kwargs = dict(kwargs or {})
     return lambda: cls(**kwargs)

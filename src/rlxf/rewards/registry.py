@@ -8,13 +8,14 @@ from typing import Any
 from rlxf.registry import Registry
 from rlxf.rewards.base import Reward, as_reward
 
-REWARDS: Registry = Registry("reward")
-
-# Modules whose import registers the built-in rewards (imported on first use; heavy imports stay lazy).
-BUILTIN_REWARD_MODULES = (
-    "arithmetic", "math_answer", "format", "length", "mix", "code_reward", "reward_model", "judge",
-    "remote", "env_reward", "reasoning_gym",
-)
+# name -> module that registers it, imported on first use (heavy imports stay lazy)
+REWARD_MODULES = {
+    "arithmetic": "rlxf.rewards.arithmetic", "math": "rlxf.rewards.math_answer", "format": "rlxf.rewards.format",
+    "length": "rlxf.rewards.length", "mix": "rlxf.rewards.mix", "code_tests": "rlxf.rewards.code_reward",
+    "reward_model": "rlxf.rewards.reward_model", "judge": "rlxf.rewards.judge", "remote": "rlxf.rewards.remote",
+    "env": "rlxf.rewards.env_reward", "reasoning_gym": "rlxf.rewards.reasoning_gym",
+}
+REWARDS: Registry = Registry("reward", modules=REWARD_MODULES)
 
 
 def import_object(dotted: str) -> Any:
@@ -34,15 +35,9 @@ def import_object(dotted: str) -> Any:
         raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
 
 
-def register_builtin_rewards() -> None:
-    for module in BUILTIN_REWARD_MODULES:
-        importlib.import_module(f"rlxf.rewards.{module}")
-
-
 def build_reward(name: str, kwargs: dict | None = None) -> Reward:
-    register_builtin_rewards()
     kwargs = kwargs or {}
-    factory = REWARDS.get(name) if name in REWARDS else import_object(name)
+    factory = REWARDS.get(name) if name in REWARDS.names() else import_object(name)
     if isinstance(factory, type):
         return as_reward(factory(**kwargs))
     if kwargs:
