@@ -153,68 +153,90 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
 
     runtime = build_runtime(config)  # embedded (in-process) or ray: role constructors go through runtime.place
     context = build_run_context(config, runtime=runtime)
-    algo, tcfg = config.algorithm, config.train
     torch.manual_seed(config.seed)
     state = load_run_state(checkpoint) if checkpoint else RunState()
     policy = load_policy(config, str(checkpoint / "policy") if checkpoint else context.model_path, context.device)
     rollout = build_rollout(config, policy, context.tokenizer, runtime)
     if checkpoint is None and config.sft.steps:
-        write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
-        sft_losses = run_sft(
-            policy, context.tokenizer, context.task.train, config.sft, config.seed,
-            config.data.chat_template, config.data.max_prompt_tokens,
-        )
-        write(f"SFT done: loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.3f}")
-        rollout.update_weights(policy.state_dict(), version=0)
-    reference = None
-    if algo.uses_reference:
-        reference_dir = run_dir / "reference"
-        if checkpoint is None:
-            policy.save_pretrained(reference_dir)
-        reference = runtime.place(
-            "reference", ReferenceRole,
-            load_policy(config, str(reference_dir), context.device), tcfg.micro_batch_size, config.rollout.temperature
-        )
-    # With train.world_size > 1 the Ray runtime places N ranks behind one group proxy (runtime/group_proxy.py).
-    actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
-                          config.rollout.temperature, backend=tcfg.backend, engine_options=tcfg.engine_options(),
-                          micro_batch_tokens=tcfg.micro_batch_tokens, max_response_len=generation_budget(config))
-    critic = None
-    if algo.use_critic:
-        critic_lm = load_policy(config, config.model.critic_path, context.device) if config.model.critic_path else frozen_copy(policy)
-        critic = runtime.place(
-            "critic", CriticRole,
-            ValueModel(critic_lm.requires_grad_(True)).to(context.device), tcfg.critic_optim, algo,
-            tcfg.mini_batch_size, tcfg.micro_batch_size, backend=tcfg.backend,
-            engine_options=tcfg.engine_options(), micro_batch_tokens=tcfg.micro_batch_tokens,
-            max_response_len=generation_budget(config),
-        )
-    sample_gen = torch.Generator(device=context.device).manual_seed(config.seed)
-    shuffle_gen = torch.Generator().manual_seed(config.seed + 1)
-    kl_control = kl_controller_from_config(algo)
-    if checkpoint:
-        load_trainer_states(checkpoint, actor, critic)
-        state.restore_generators(sample_gen, shuffle_gen)
-        if state.kl_coef is not None:
-            kl_control.value = state.kl_coef
-        rollout.update_weights(actor.state_dict(), version=state.step)
-        write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
+        warm_up_with_sft(config, policy, context, rollout, write)
+    reference = place_reference(config, runtime, policy, context, run_dir / "reference", fresh=checkpoint is None)
+    actor, critic = place_trainers(config, runtime, policy, context)
     params = sampling_params(config)
+    tcfg = config.train
     session = RLSession(
         config=config, run_dir=run_dir, checkpoint=checkpoint, runtime=runtime, context=context, state=state,
-        rollout=rollout, reference=reference, actor=actor, critic=critic, sample_gen=sample_gen,
-        shuffle_gen=shuffle_gen, kl_control=kl_control, params=params,
-        on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, algo.ppo_epochs),
+        rollout=rollout, reference=reference, actor=actor, critic=critic,
+        sample_gen=torch.Generator(device=context.device).manual_seed(config.seed),
+        shuffle_gen=torch.Generator().manual_seed(config.seed + 1), kl_control=kl_controller_from_config(config.algorithm),
+        params=params,
+        on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size,
+                                                config.algorithm.ppo_epochs),
         logger=MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write),
         started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
     )
     if checkpoint:
-        session.logger.restore(state.step, state.step_metrics)
-    if checkpoint is None:
-        state.last_eval = session.evaluate(step=0)
-        state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
-        write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on {len(context.task.eval)} problems")
-        session.logger.log(0, state.last_eval)
-        state.capture(sample_gen, shuffle_gen, state.data_position)
-        session.save(state)
+        resume_from(session, checkpoint)
+    else:
+        evaluate_and_save_step_0(session)
     return session
+
+
+def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContext, rollout, write) -> None:
+    """The ``sft`` stage of a fresh run, then its weights into the rollout engine."""
+    write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
+    losses = run_sft(policy, context.tokenizer, context.task.train, config.sft, config.seed,
+                     config.data.chat_template, config.data.max_prompt_tokens)
+    write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
+    rollout.update_weights(policy.state_dict(), version=0)
+
+
+def place_reference(config: Config, runtime: Runtime, policy: torch.nn.Module, context: RunContext, folder: Path,
+                    fresh: bool) -> ReferenceRole | None:
+    """The frozen reference (only with ``algorithm.kl_coef > 0``): the starting policy, saved once in ``folder``."""
+    if not config.algorithm.uses_reference:
+        return None
+    if fresh:
+        policy.save_pretrained(folder)
+    return runtime.place("reference", ReferenceRole, load_policy(config, str(folder), context.device),
+                         config.train.micro_batch_size, config.rollout.temperature)
+
+
+def place_trainers(config: Config, runtime: Runtime, policy: torch.nn.Module,
+                   context: RunContext) -> tuple[ActorRole, CriticRole | None]:
+    """The actor, and the critic when the algorithm has one (with train.world_size > 1 the Ray runtime
+    places N ranks behind one group proxy: runtime/group_proxy.py)."""
+    algo, tcfg = config.algorithm, config.train
+    schedule = {"backend": tcfg.backend, "engine_options": tcfg.engine_options(),
+                "micro_batch_tokens": tcfg.micro_batch_tokens, "max_response_len": generation_budget(config)}
+    actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
+                          config.rollout.temperature, **schedule)
+    if not algo.use_critic:
+        return actor, None
+    critic_lm = load_policy(config, config.model.critic_path, context.device) if config.model.critic_path else frozen_copy(policy)
+    critic = runtime.place("critic", CriticRole, ValueModel(critic_lm.requires_grad_(True)).to(context.device),
+                           tcfg.critic_optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size, **schedule)
+    return actor, critic
+
+
+def resume_from(session: RLSession, checkpoint: Path) -> None:
+    """Optimizer, generator and KL-controller states from ``checkpoint``; the engine gets the actor's weights."""
+    state = session.state
+    load_trainer_states(checkpoint, session.actor, session.critic)
+    state.restore_generators(session.sample_gen, session.shuffle_gen)
+    if state.kl_coef is not None:
+        session.kl_control.value = state.kl_coef
+    session.rollout.update_weights(session.actor.state_dict(), version=state.step)
+    session.write(f"resumed {session.run_dir} from {checkpoint.name} (step {state.step})")
+    session.logger.restore(state.step, state.step_metrics)
+
+
+def evaluate_and_save_step_0(session: RLSession) -> None:
+    """A fresh run's starting point: the held-out evaluation of the starting policy and checkpoint 0."""
+    state = session.state
+    state.last_eval = session.evaluate(step=0)
+    state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
+    session.write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on "
+                  f"{len(session.context.task.eval)} problems")
+    session.logger.log(0, state.last_eval)
+    state.capture(session.sample_gen, session.shuffle_gen, state.data_position)
+    session.save(state)
