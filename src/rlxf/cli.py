@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -138,6 +139,27 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(ns: argparse.Namespace) -> int:
+    from rlxf.config import load_config
+    from rlxf.sweep.report import markdown_table, plot_band, summarize
+    from rlxf.sweep.runs import run_seeds
+
+    recipe, overrides = _split_recipe(ns.args)
+    load_config(recipe, overrides)  # a wrong key fails here, once, not in every seed's run
+    seeds = list(range(ns.first_seed, ns.first_seed + ns.seeds))
+    out = Path(ns.out)
+    runs = run_seeds(recipe, overrides, seeds, out, ns.metric, ns.parallel or (os.cpu_count() or 1))
+    summary = summarize(runs, ns.metric)
+    (out / "sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
+    table = markdown_table(summary)
+    (out / "sweep.md").write_text(table)
+    if summary["per_seed"] and not ns.no_plot:
+        plot_band(runs, ns.metric, out / "sweep.png", f"{recipe or 'default recipe'}: {len(seeds)} seeds")
+    print(table)
+    print(f"written: {out / 'sweep.json'}, {out / 'sweep.md'}" + ("" if ns.no_plot else f", {out / 'sweep.png'}"))
+    return 1 if summary["failed"] else 0
+
+
 def cmd_algorithms(ns: argparse.Namespace) -> int:
     from rlxf.algos import describe_presets
 
@@ -170,6 +192,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8088)
     serve.set_defaults(func=cmd_serve_reward)
+    sweep = sub.add_parser("sweep", help="run a recipe over several seeds; held-out metric per seed, mean ± std, worst")
+    sweep.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
+    sweep.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
+    sweep.add_argument("--first-seed", type=int, default=0)
+    sweep.add_argument("--parallel", type=int, default=0, help="runs at once, one thread each (default: cores)")
+    sweep.add_argument("--metric", default="eval/accuracy", help="held-out metric from metrics.jsonl")
+    sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
+    sweep.add_argument("--no-plot", action="store_true")
+    sweep.set_defaults(func=cmd_sweep)
     algos = sub.add_parser("algorithms", help="list the algorithm presets")
     algos.set_defaults(func=cmd_algorithms)
     return parser
