@@ -14,6 +14,7 @@ LOOP_MODULES = {
     "rl_async": "rlxf.loops.rl_async",
     "sft": "rlxf.loops.sft_loop",
     "dpo": "rlxf.loops.dpo",
+    "online_dpo": "rlxf.loops.online_dpo",
     "reward_model": "rlxf.loops.reward_model",
 }
 
