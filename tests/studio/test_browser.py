@@ -1,0 +1,137 @@
+"""End to end in a real browser: Debian's Chromium, headless, driven by Playwright, against a real
+``rlxf studio`` server process. A missing Chromium FAILS these tests (``make setup`` installs it); set
+RLXF_SKIP_BROWSER_TESTS=1 to skip them on purpose."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import pytest
+
+from rlxf.data.preferences import read_preference_rows
+from rlxf.studio.driver import (
+    StudioProcess,
+    chromium_path,
+    label_by_keyboard,
+    launch_chromium,
+    open_labelling,
+)
+from rlxf.tracking.samples import SampleLog
+from tests.conftest import small_overrides
+from tests.studio.helpers import arithmetic_verdict, pairs_jsonl, true_sum
+
+if os.environ.get("RLXF_SKIP_BROWSER_TESTS") == "1":
+    pytest.skip("RLXF_SKIP_BROWSER_TESTS=1", allow_module_level=True)
+
+XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    assert chromium_path(), "no chromium on PATH: run `make setup` (apt-get install chromium), or RLXF_SKIP_BROWSER_TESTS=1"
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = launch_chromium(playwright)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory, tiny_model_dir):
+    """A finished tiny GRPO run (3 steps, rollouts logged every step) and a run whose logged rollouts are hostile."""
+    from rlxf.config import load_config
+    from rlxf.loops import get_loop
+
+    runs = tmp_path_factory.mktemp("studio") / "runs"
+    config = load_config(None, [*small_overrides(runs / "tiny-grpo", tiny_model_dir), "logging.samples_every=1",
+                                "logging.samples_per_step=4", "logging.plot=false"])
+    get_loop(config.loop)(config, write=lambda _: None)
+    hostile = runs / "hostile"
+    hostile.mkdir()
+    (hostile / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.5}\n')
+    SampleLog(hostile / "samples.jsonl", max_mb=1).write([{"step": 1, "prompt": XSS, "response": XSS, "reward": 1.0}])
+    return runs
+
+
+@pytest.fixture
+def studio(runs_dir):
+    server = StudioProcess(runs_dir).start()
+    yield server
+    server.stop()
+
+
+def test_run_page_shows_the_finished_runs_curves_and_samples(browser, studio):
+    page = browser.new_page()
+    page.goto(studio.url + "/")
+    page.wait_for_selector("#runs a")
+    assert page.locator("#runs a", has_text="tiny-grpo").count() == 1
+    page.click("text=tiny-grpo")
+    page.wait_for_selector("#sample-count")
+    assert page.locator("#status").text_content() == "finished"
+    drawn = page.locator(".chart svg path").count()
+    assert drawn >= 5  # reward, its components, KL, entropy, length, loss: one line each at least
+    assert page.locator(".chart h3", has_text="Where a step's time goes").count() == 1
+    assert page.locator("#sample-count").text_content().startswith("12 logged responses")  # 3 steps x 4
+    page.fill("input[name=step_min]", "3")
+    page.click("#sample-filters button")
+    page.wait_for_function("() => document.getElementById('sample-count').textContent.startsWith('4 ')")
+    page.close()
+
+
+def test_logged_model_output_is_shown_as_text(browser, studio):
+    page = browser.new_page()
+    page.goto(studio.url + "/run?name=hostile")
+    page.wait_for_selector("pre.response-text")
+    assert page.locator("pre.response-text").text_content() == XSS
+    assert page.evaluate("window.__pwned") is None and page.locator("main img").count() == 0
+    page.close()
+
+
+def pairs_with_a_hostile_one(n: int) -> list[dict]:
+    rows = [{"prompt": f"{a}+{a % 10}=", "answer": str(a + a % 10), "chosen": str(a + a % 10),
+             "rejected": str(a + a % 10 - 10)} for a in range(13, 13 + n)]
+    rows[4]["rejected"] = XSS
+    return rows
+
+
+def test_label_twenty_pairs_by_keyboard_across_a_killed_server(browser, runs_dir):
+    server = StudioProcess(runs_dir).start()
+    try:
+        made = server.post("/api/campaigns/import", {"name": "adds", "jsonl": pairs_jsonl(pairs_with_a_hostile_one(24))})
+        page = browser.new_page()
+        open_labelling(page, server.url, made["id"], "ann")
+        seen_hostile = []
+
+        def decide(prompt, left, right):
+            if XSS in (left, right):
+                seen_hostile.append(page.evaluate("window.__pwned") is None and page.locator("#pair-box img").count() == 0)
+            return arithmetic_verdict(prompt, left, right)
+
+        assert label_by_keyboard(page, decide, 10) == 10
+        page.keyboard.press("u")  # undo the 10th label: its pair comes back
+        page.wait_for_function("() => document.getElementById('progress').textContent.startsWith('9 of 24')")
+        assert label_by_keyboard(page, decide, 1) == 1
+        server.kill()  # SIGKILL mid-campaign: nothing may be lost or duplicated
+        server.start()
+        page.reload()
+        page.wait_for_function("() => document.getElementById('progress').textContent.startsWith('10 of 24')")
+        assert label_by_keyboard(page, decide, 10) == 10
+        assert page.locator("#progress").text_content().startswith("20 of 24 labels")
+        assert seen_hostile == [True]
+        page.close()
+        exported = server.post(f"/api/campaigns/{made['id']}/export", {})
+    finally:
+        server.stop()
+
+    db = sqlite3.connect(runs_dir / "studio.sqlite")
+    rows = db.execute("SELECT p.prompt, p.first, p.second, l.verdict, l.swapped, l.labeller, l.undone FROM labels l "
+                      "JOIN pairs p ON p.id = l.pair_id WHERE l.campaign_id = ? ORDER BY l.id", (made["id"],)).fetchall()
+    active = [r for r in rows if not r[6]]
+    assert len(rows) == 21 and len(active) == 20 and len({r[0] for r in active}) == 20  # one undone, no duplicate
+    assert all(r[3] == "first" for r in active)  # `first` is the true sum in every imported pair
+    assert {r[4] for r in active} == {0, 1} and {r[5] for r in rows} == {"ann"}  # shown order varied, recorded
+    assert exported["exported"] == 20 and exported["unlabelled"] == 4
+    prefs = read_preference_rows(exported["path"])
+    assert all(int(r["chosen"]) == true_sum(r["prompt"]) for r in prefs)
