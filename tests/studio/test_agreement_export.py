@@ -49,10 +49,11 @@ def test_the_judge_labels_pairs_and_agreement_counts_its_one_mistake(tmp_path):
     judge = build_reward("judge", {"backend": "tests.studio.helpers:arithmetic_judge"})
     assert label_with_reward(store, cid, judge, "judge") == 8
     result = campaign_agreement(store, cid, "judge")
-    # 7 pairs: human and judge say "first" (the true sum); 48+3: the judge scores both 10 -> tie.
-    # observed 7/8; chance: human 8 "first", judge 7 "first" + 1 "none" -> 8*7/64 = 7/8; kappa = 0 (no better
-    # than chance: a judge that always says "first" would agree as often)
-    assert result["overall"] == {"n": 8, "accuracy": 7 / 8, "kappa": 0.0}
+    # Stored order (test_labelling: pairs 0, 4, 5 swapped): the true sum is `second` for 17+5, 56+6, 88+4,
+    # `first` for the other five. Human: 5 first, 3 second. Judge: the same, but 48+3 is a tie (both 10):
+    # 4 first, 3 second, 1 none. observed 7/8; chance (5*4 + 3*3 + 0*1)/64 = 29/64;
+    # kappa = (56/64 - 29/64) / (35/64) = 27/35
+    assert result["overall"] == {"n": 8, "accuracy": 7 / 8, "kappa": pytest.approx(27 / 35)}
     assert [(d["prompt"], d["human"], d["ai"]) for d in result["disagreements"]] == [("48+3=", "first", "tie")]
     assert result["labellers"] == {"ann": result["overall"]}
 
@@ -61,9 +62,10 @@ def test_agreement_with_a_disagreeing_labeller(tmp_path):
     store, cid = labelled_campaign(tmp_path, wrong_for={"17+5=", "9+9="})
     label_with_reward(store, cid, build_reward("judge", {"backend": "tests.studio.helpers:arithmetic_judge"}), "j")
     overall = campaign_agreement(store, cid, "j")["overall"]
-    # human: 6 first, 2 second; judge: 7 first, 1 none (48+3). Agree on 5 (all "first" except 48+3).
-    # observed 5/8, chance (6*7 + 2*0 + 0*1)/64 = 42/64 -> kappa = (40/64 - 42/64) / (22/64) = -1/11
-    assert overall["accuracy"] == 5 / 8 and overall["kappa"] == pytest.approx(-1 / 11)
+    # Flipped: 17+5 (truth second -> human first), 9+9 (truth first -> human second). Human: 5 first,
+    # 3 second; judge: 4 first, 3 second, 1 none. They agree on 5 pairs (not 48+3, 17+5, 9+9):
+    # observed 5/8, chance 29/64 -> kappa = (40/64 - 29/64) / (35/64) = 11/35
+    assert overall["accuracy"] == 5 / 8 and overall["kappa"] == pytest.approx(11 / 35)
 
 
 def test_export_keeps_majorities_and_reads_back_as_preferences(tmp_path):
@@ -74,7 +76,7 @@ def test_export_keeps_majorities_and_reads_back_as_preferences(tmp_path):
     assert [(r["prompt"], r["chosen"], r["rejected"]) for r in rows][:3] == [
         ("17+5=", "22", "12"), ("48+3=", "51", "41"), ("9+9=", "8", "18")]  # the flipped label flips the pair
     assert rows[0]["answer"] == "22" and rows[0]["studio"]["labellers"] == ["ann"]
-    assert rows[0]["studio"]["votes"] == {"first": 1}
+    assert rows[0]["studio"]["votes"] == {"second": 1}  # 17+5 is stored swapped: the true sum is `second`
     provenance = label_rows(store, cid)
     assert len(provenance) == 8 and {p["labeller"] for p in provenance} == {"ann"}
     assert {p["shown_left_right"] for p in provenance} <= {"first,second", "second,first"}
@@ -95,4 +97,5 @@ def test_ties_both_bad_and_split_votes_are_left_out(tmp_path):
             submit_label(store, shown["token"], who, shown_verdict)
     out = export_campaign(store, cid, tmp_path / "p.jsonl")
     assert (out["exported"], out["no_majority"], out["unlabelled"]) == (1, 2, 1)
-    assert read_preference_rows(out["path"])[0]["chosen"] == rows[2]["chosen"]
+    # random.Random("c") stores pairs 0-2 swapped: pair 2's `first`, voted for by ann, is the imported rejected
+    assert read_preference_rows(out["path"])[0]["chosen"] == rows[2]["rejected"]

@@ -130,7 +130,8 @@ def test_label_twenty_pairs_by_keyboard_across_a_killed_server(browser, runs_dir
                       "JOIN pairs p ON p.id = l.pair_id WHERE l.campaign_id = ? ORDER BY l.id", (made["id"],)).fetchall()
     active = [r for r in rows if not r[6]]
     assert len(rows) == 21 and len(active) == 20 and len({r[0] for r in active}) == 20  # one undone, no duplicate
-    assert all(r[3] == "first" for r in active)  # `first` is the true sum in every imported pair
+    assert all(int({"first": r[1], "second": r[2]}[r[3]]) == true_sum(r[0]) for r in active)  # every verdict right
+    assert {r[3] for r in active} == {"first", "second"}
     assert {r[4] for r in active} == {0, 1} and {r[5] for r in rows} == {"ann"}  # shown order varied, recorded
     assert exported["exported"] == 20 and exported["unlabelled"] == 4
     prefs = read_preference_rows(exported["path"])

@@ -29,15 +29,19 @@ def test_a_pair_stays_issued_until_answered_same_token_same_order(tmp_path):
     first = next_pair(store, cid, "ann")
     again = next_pair(store, cid, "ann")
     assert again == first and first["position"] == 0 and first["prompt"] == "17+5="
-    assert {first["left"], first["right"]} == {"22", "12"}
-    assert (first["left"] == "12") == first["swapped"]
+    stored = store.one("SELECT first, second FROM pairs WHERE id = ?", (first["pair_id"],))
+    assert {stored["first"], stored["second"]} == {"22", "12"}
+    assert (first["left"], first["right"]) == ((stored["second"], stored["first"]) if first["swapped"]
+                                               else (stored["first"], stored["second"]))
 
 
 def test_shown_verdict_maps_to_canonical_order(tmp_path):
     store, cid = make_campaign(tmp_path)
     shown = next_pair(store, cid, "ann")
     label = submit_label(store, shown["token"], "ann", "A", "left is the true sum")
-    assert label["verdict"] == ("second" if shown["swapped"] else "first")  # first = the imported `chosen`
+    stored = store.one("SELECT first FROM pairs WHERE id = ?", (shown["pair_id"],))
+    assert label["verdict"] == ("first" if shown["left"] == stored["first"] else "second")
+    assert label["verdict"] == ("second" if shown["swapped"] else "first")
     assert label["swapped"] == int(shown["swapped"]) and label["reason"] == "left is the true sum"
     assert labelling.SHOWN_VERDICTS["B"] == ("second", "first")
 
@@ -140,6 +144,13 @@ def test_bad_input_names_the_culprit(tmp_path):
     with pytest.raises(InputError, match="exists already"):
         create_campaign(store, "adds", [({"prompt": "p"}, "a", "b")], "x")
     assert store.one("SELECT COUNT(*) AS n FROM labels")["n"] == 0
+
+
+def test_stored_order_is_shuffled_by_campaign_name(tmp_path):
+    store, cid = make_campaign(tmp_path, n=8)
+    firsts = [r["first"] for r in store.query("SELECT first FROM pairs ORDER BY position")]
+    # random.Random("adds") swaps pairs 0, 4 and 5: there the imported `rejected` is stored first
+    assert firsts == ["12", "51", "18", "130", "52", "82", "10", "42"]
 
 
 def test_rows_with_several_responses_make_every_distinct_pair():

@@ -15,7 +15,7 @@ from rlxf.studio.export import export_campaign, label_rows, preference_rows
 from rlxf.studio.limits import InputError
 from rlxf.studio.sampling import sample_campaign_pairs
 from rlxf.studio.security import read_json
-from rlxf.studio.train_action import start_training
+from rlxf.studio.train_action import campaign_overrides, start_training
 
 router = APIRouter(prefix="/api")
 
@@ -153,7 +153,8 @@ async def train(request: Request, campaign_id: int) -> dict:
     exported = await run_in_threadpool(export, request, campaign_id)
     if exported["exported"] < 2:
         raise InputError(f"only {exported['exported']} pairs have a preferred response: label more first")
-    name = get_campaign(_store(request), campaign_id)["name"]
-    started = start_training(kind, exported["path"], request.app.state.settings.runs_dir, name,
-                             [f"data.eval_size={max(1, exported['exported'] // 5)}"])
+    campaign = get_campaign(_store(request), campaign_id)
+    rows, _ = preference_rows(_store(request), campaign_id)
+    overrides = [f"data.eval_size={max(1, exported['exported'] // 5)}", *campaign_overrides(campaign, rows)]
+    started = start_training(kind, exported["path"], request.app.state.settings.runs_dir, campaign["name"], overrides)
     return {"export": exported, **started}

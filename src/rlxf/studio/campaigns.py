@@ -3,11 +3,17 @@
 Pairs arrive from a JSONL of preference rows (``{prompt|messages, chosen, rejected}``, or
 ``{prompt|messages, responses: [two or more]}``) or from sampling a checkpoint (:mod:`.sampling`). A
 campaign's ``overlap`` is how many different labellers each pair goes to.
+
+A pair's stored order (``first`` / ``second``) is shuffled once, seeded by the campaign's name, so an
+imported ``chosen`` is not always ``first``: verdicts in that order then fall on both sides, which is
+what makes Cohen's kappa against an AI labeller meaningful (:mod:`.agreement`). The order shown to a
+labeller is drawn again for every issue.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from itertools import combinations
 
 from rlxf.data.files import DatasetError
@@ -76,6 +82,8 @@ def create_campaign(
         raise InputError(f"overlap must be 1-100 labellers per pair, got {overlap}")
     if store.one("SELECT id FROM campaigns WHERE name = ?", (name,)):
         raise InputError(f"a campaign named {name!r} exists already")
+    rng = random.Random(name)
+    pairs = [(p, b, a) if rng.random() < 0.5 else (p, a, b) for p, a, b in pairs]
     with store.transaction() as db:
         campaign_id = db.execute(
             "INSERT INTO campaigns (name, source, checkpoint, sampling, overlap, created) VALUES (?, ?, ?, ?, ?, ?)",

@@ -26,8 +26,17 @@ def recipe_path(kind: str) -> str:
 
 def train_command(kind: str, export_path: str | Path, run_dir: str | Path, overrides: list[str] = ()) -> list[str]:
     """The ``rlxf train`` command line for a preference export."""
-    return [sys.executable, "-m", "rlxf.cli", "train", recipe_path(kind), "data.task=preference_file",
+    return [sys.executable, "-m", "rlxf.cli", "train", recipe_path(kind), "data.task=preference_file", "data.task_args={}",
             f"data.path={export_path}", f"run_dir={run_dir}", "logging.progress_bar=false", *overrides]
+
+
+def campaign_overrides(campaign: dict, rows: list[dict]) -> list[str]:
+    """A sampled campaign trains from the checkpoint that wrote its responses; the recipe's SFT warm-up
+    runs only when every exported row has an ``sft_target`` to imitate."""
+    overrides = [f"model.path={campaign['checkpoint']}"] if campaign.get("checkpoint") else []
+    if not all("sft_target" in r for r in rows):
+        overrides.append("sft.steps=0")
+    return overrides
 
 
 def start_training(kind: str, export_path: str | Path, runs_dir: Path, campaign_name: str,

@@ -64,7 +64,7 @@ async function start() {
   const button = (text, key, v, fn) => el("button", {"data-verdict": v, onclick: fn || (() => verdict(v))}, text, " ", el("kbd", {}, key));
   page.replaceChildren(
     el("h1", {}, info.name, " ", el("span", {class: "muted"}, `· labelling as ${labeller()} `),
-      el("button", {onclick: () => { localStorage.removeItem("rlxf-labeller"); askName(); }}, "change")),
+      el("button", {class: "small", onclick: () => { localStorage.removeItem("rlxf-labeller"); askName(); }}, "change name")),
     el("div", {class: "progress"}, el("div", {id: "bar"})), el("p", {class: "muted", id: "progress"}),
     el("div", {id: "pair-box"}),
     el("div", {class: "actions"}, button("A is better", "A", "A"), button("B is better", "B", "B"), button("Tie", "T", "tie"),

@@ -120,8 +120,8 @@ function curvePanels(runs) {
       label: runs.length > 1 ? `${run.name}: ${key}` : key,
       color: runs.length > 1 ? COLORS[r % COLORS.length] : COLORS[k % COLORS.length],
       dash: runs.length > 1 ? dashes[k % dashes.length] : "", points: points(run.rows, key)})));
-    return lineChart(panel.title, series, runs.flatMap(r => r.alarms));
-  });
+    return series.some(s => s.points.length) ? lineChart(panel.title, series, runs.flatMap(r => r.alarms)) : null;
+  }).filter(Boolean);  // a metric the runs never logged gets no empty panel
 }
 
 function stageBars(stageSeconds) {
