@@ -33,6 +33,7 @@ CREATE TABLE IF NOT EXISTS issues (
     swapped INTEGER NOT NULL, issued REAL NOT NULL, closed INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS issues_open ON issues(labeller, closed);
+CREATE INDEX IF NOT EXISTS issues_by_pair ON issues(pair_id, closed);
 CREATE TABLE IF NOT EXISTS labels (
     id INTEGER PRIMARY KEY, campaign_id INTEGER NOT NULL, pair_id INTEGER NOT NULL REFERENCES pairs(id),
     labeller TEXT NOT NULL, verdict TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', swapped INTEGER NOT NULL,
