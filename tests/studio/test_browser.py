@@ -80,6 +80,22 @@ def test_run_page_shows_the_finished_runs_curves_and_samples(browser, studio):
     page.close()
 
 
+def test_a_training_runs_curves_refresh_by_themselves(browser, studio, runs_dir):
+    live = runs_dir / "live"
+    live.mkdir(exist_ok=True)
+    (live / "metrics.jsonl").write_text('{"step": 1, "reward/mean": 0.1}\n')  # written just now: running
+    page = browser.new_page()
+    page.goto(studio.url + "/run?name=live")
+    page.wait_for_selector("#status")
+    assert page.locator("#status").text_content() == "running"
+    assert page.locator("main p.muted").first.text_content().startswith("1 steps logged")
+    with (live / "metrics.jsonl").open("a") as out:
+        out.write('{"step": 2, "reward/mean": 0.4}\n')
+    page.wait_for_function("() => document.querySelector('main p.muted').textContent.startsWith('2 steps logged')",
+                           timeout=15_000)  # the page asks for new rows every 2 s
+    page.close()
+
+
 def test_logged_model_output_is_shown_as_text(browser, studio):
     page = browser.new_page()
     page.goto(studio.url + "/run?name=hostile")

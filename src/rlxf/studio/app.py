@@ -1,7 +1,7 @@
 """The studio's ASGI app: static pages, the JSON API, one error shape.
 
-Pages are static HTML files (``static/``); each page's script asks the API for data and writes it with
-``textContent``, so no server-side template ever holds model output. A user's mistake answers
+Every page is one HTML shell (``static/page.html``) naming its script; the script asks the API for data and
+writes it with ``textContent``, so no HTML the server sends ever holds model output. A user's mistake answers
 ``{"error": message}`` (400; 409 for a label on a pair not issued; 413 for an oversized body).
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from rlxf.config import ConfigError
@@ -24,8 +24,9 @@ from rlxf.studio.security import BodyTooLarge, TokenAndHeaders
 from rlxf.studio.store import Store
 
 STATIC = Path(__file__).resolve().parent / "static"
-PAGES = {"/": "runs.html", "/run": "run.html", "/compare": "compare.html", "/campaigns": "campaigns.html",
-         "/label": "label.html", "/agreement": "agreement.html"}
+PAGES = {"/": ("Runs", "runs.js"), "/run": ("Run", "run.js"), "/compare": ("Compare", "compare.js"),
+         "/campaigns": ("Labelling", "campaigns.js"), "/label": ("Label", "label.js"),
+         "/agreement": ("Agreement", "agreement.js")}
 STATUS_OF = {BodyTooLarge: 413, NotIssued: 409, InputError: 400}
 
 
@@ -36,9 +37,11 @@ class StudioSettings:
     token: str | None = None
 
 
-def _page(filename: str):
-    async def page() -> FileResponse:
-        return FileResponse(STATIC / filename, media_type="text/html")
+def _page(title: str, script: str):
+    html = (STATIC / "page.html").read_text().replace("{title}", title).replace("{script}", script)
+
+    async def page() -> HTMLResponse:
+        return HTMLResponse(html)
     return page
 
 
@@ -56,8 +59,8 @@ def make_app(settings: StudioSettings) -> FastAPI:
     app.include_router(api_runs.router)
     app.include_router(api_campaigns.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for route, filename in PAGES.items():
-        app.add_api_route(route, _page(filename), methods=["GET"], include_in_schema=False)
+    for route, (title, script) in PAGES.items():
+        app.add_api_route(route, _page(title, script), methods=["GET"], include_in_schema=False)
 
     @app.exception_handler(InputError)
     async def input_error(request: Request, err: InputError) -> JSONResponse:
