@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -110,7 +111,7 @@ def main() -> None:
     studio = StudioProcess(runs_dir).start()
     result: dict = {"pairs": args.pairs}
     try:
-        rows = splits.train[: args.pairs]
+        rows = random.Random(0).sample(splits.train, args.pairs)  # the split is in problem order: draw across it
         made = studio.post("/api/campaigns/import", {"name": "arithmetic-truth", "source": "arithmetic_preferences",
                                                      "jsonl": "".join(json.dumps(r) + "\n" for r in rows)})
         with sync_playwright() as playwright:

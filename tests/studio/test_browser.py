@@ -27,6 +27,13 @@ if os.environ.get("RLXF_SKIP_BROWSER_TESTS") == "1":
 XSS = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 
 
+def wait_for_text(page, selector: str, prefix: str, timeout: float = 30_000) -> None:
+    """Until the first element matching ``selector`` exists and its text starts with ``prefix``."""
+    page.wait_for_function("([sel, prefix]) => { const n = document.querySelector(sel); "
+                           "return n !== null && n.textContent.startsWith(prefix); }", arg=[selector, prefix],
+                           timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def browser():
     assert chromium_path(), "no chromium on PATH: run `make setup` (apt-get install chromium), or RLXF_SKIP_BROWSER_TESTS=1"
@@ -76,7 +83,7 @@ def test_run_page_shows_the_finished_runs_curves_and_samples(browser, studio):
     assert page.locator("#sample-count").text_content().startswith("12 logged responses")  # 3 steps x 4
     page.fill("input[name=step_min]", "3")
     page.click("#sample-filters button")
-    page.wait_for_function("() => document.getElementById('sample-count').textContent.startsWith('4 ')")
+    wait_for_text(page, "#sample-count", "4 ")
     page.close()
 
 
@@ -91,8 +98,7 @@ def test_a_training_runs_curves_refresh_by_themselves(browser, studio, runs_dir)
     assert page.locator("main p.muted").first.text_content().startswith("1 steps logged")
     with (live / "metrics.jsonl").open("a") as out:
         out.write('{"step": 2, "reward/mean": 0.4}\n')
-    page.wait_for_function("() => document.querySelector('main p.muted').textContent.startsWith('2 steps logged')",
-                           timeout=15_000)  # the page asks for new rows every 2 s
+    wait_for_text(page, "main p.muted", "2 steps logged", timeout=15_000)  # the page asks every 2 s
     page.close()
 
 
@@ -127,17 +133,26 @@ def test_label_twenty_pairs_by_keyboard_across_a_killed_server(browser, runs_dir
 
         assert label_by_keyboard(page, decide, 10) == 10
         page.keyboard.press("u")  # undo the 10th label: its pair comes back
-        page.wait_for_function("() => document.getElementById('progress').textContent.startsWith('9 of 24')")
+        wait_for_text(page, "#progress", "9 of 24")
         assert label_by_keyboard(page, decide, 1) == 1
         server.kill()  # SIGKILL mid-campaign: nothing may be lost or duplicated
         server.start()
         page.reload()
-        page.wait_for_function("() => document.getElementById('progress').textContent.startsWith('10 of 24')")
+        wait_for_text(page, "#progress", "10 of 24")
         assert label_by_keyboard(page, decide, 10) == 10
         assert page.locator("#progress").text_content().startswith("20 of 24 labels")
         assert seen_hostile == [True]
-        page.close()
         exported = server.post(f"/api/campaigns/{made['id']}/export", {})
+        judged = server.post(f"/api/campaigns/{made['id']}/ai-labels", {"overrides": [
+            "reward.function=judge", "reward.kwargs={backend: tests.studio.helpers:arithmetic_judge}"]})
+        assert judged == {"judge": "judge", "pairs": 24}
+        page.goto(f"{server.url}/agreement?campaign={made['id']}")
+        page.wait_for_selector("#disagreements")
+        # the judge knows the true sums as well as the labeller did: 20 of 20 agree, kappa 1
+        assert [page.locator(f"#agree-{k}").text_content() for k in ("n", "accuracy", "kappa")] == ["20", "1", "1"]
+        assert page.locator("#per-labeller td").first.text_content() == "ann"
+        assert page.locator("#disagreements tr").count() == 1  # the header only
+        page.close()
     finally:
         server.stop()
 
