@@ -21,7 +21,7 @@ from rlxf.tracking.plot import read_run, stage_seconds
 from rlxf.tracking.samples import SampleLog
 
 RUNNING_SECONDS = 120
-SUMMARY_KEYS = ("reward/mean", "eval/accuracy", "policy/kl", "train/loss")
+SUMMARY_KEYS = ("reward/mean", "eval/accuracy", "policy/kl", "policy/approx_kl", "train/loss")
 
 
 def find_runs(runs_dir: Path) -> dict[str, Path]:

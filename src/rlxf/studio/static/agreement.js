@@ -37,10 +37,12 @@ async function render(judge) {
     const per = el("table", {id: "per-labeller"}, el("tr", {}, ["labeller", "pairs", "accuracy", "kappa"].map(h => el("th", {}, h))));
     for (const [who, s] of Object.entries(a.labellers)) per.append(el("tr", {}, el("td", {}, who), el("td", {class: "num"}, s.n), el("td", {class: "num"}, fmt(s.accuracy)), el("td", {class: "num"}, fmt(s.kappa))));
     const dis = el("table", {id: "disagreements"}, el("tr", {}, ["prompt", "first response", "second response", "human", "AI (scores)", "reason"].map(h => el("th", {}, h))));
-    for (const d of a.disagreements) dis.append(el("tr", {}, el("td", {}, el("pre", {class: "text"}, d.prompt)), el("td", {}, el("pre", {class: "text"}, d.first)),
+    const SHOWN = 200;
+    for (const d of a.disagreements.slice(0, SHOWN)) dis.append(el("tr", {}, el("td", {}, el("pre", {class: "text"}, d.prompt)), el("td", {}, el("pre", {class: "text"}, d.first)),
       el("td", {}, el("pre", {class: "text"}, d.second)), el("td", {}, `${d.labeller}: ${SAY[d.human] || d.human}`),
       el("td", {}, `${SAY[d.ai] || d.ai} (${fmt(d.score_first)} / ${fmt(d.score_second)})`), el("td", {}, d.reason)));
-    page.append(el("h2", {}, "Per labeller"), per, el("h2", {}, `Pairs where human and AI disagree (${a.disagreements.length}) — where a reward model gets gamed`), dis);
+    page.append(el("h2", {}, "Per labeller"), per, el("h2", {}, `Pairs where human and AI disagree (${a.disagreements.length}) — where a reward model gets gamed`),
+      a.disagreements.length > SHOWN ? el("p", {class: "muted"}, `the first ${SHOWN} shown`) : null, dis);
   } catch (err) { showError(page, err); }
 }
 render();

@@ -20,7 +20,7 @@ async function render() {
         el("td", {}, box), el("td", {}, el("a", {href: `/run?name=${encodeURIComponent(run.name)}`}, run.name)),
         el("td", {}, el("span", {class: `badge ${run.status}`}, run.status)), el("td", {class: "num"}, fmt(run.steps)),
         el("td", {class: "num"}, fmt(run.latest["reward/mean"])), el("td", {class: "num"}, fmt(run.latest["eval/accuracy"])),
-        el("td", {class: "num"}, fmt(run.latest["policy/kl"], 4)), el("td", {class: "num"}, fmt(run.latest["train/loss"])),
+        el("td", {class: "num"}, fmt(run.latest["policy/kl"] ?? run.latest["policy/approx_kl"], 4)), el("td", {class: "num"}, fmt(run.latest["train/loss"])),
         el("td", {}, run.alarms.length ? el("span", {class: "badge alarm"}, `${run.alarms.length} alarm steps`) : "")));
     }
     page.replaceChildren(el("h1", {}, "Runs"),
