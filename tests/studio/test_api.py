@@ -45,7 +45,8 @@ def runs_dir(tmp_path):
 
 
 def client(runs_dir, token=None) -> TestClient:
-    return TestClient(make_app(StudioSettings(runs_dir, runs_dir / "studio.sqlite", token)))
+    return TestClient(make_app(StudioSettings(runs_dir, runs_dir / "studio.sqlite", token)),
+                      base_url="http://127.0.0.1:8765")
 
 
 def test_run_list_status_and_detail(runs_dir):
@@ -92,6 +93,20 @@ def test_token_header_cookie_and_query(runs_dir):
     first = c.get("/", params={"token": TOKEN})
     assert first.status_code == 200 and c.cookies.get("rlxf_studio_token") == TOKEN
     assert c.get("/api/runs").status_code == 200  # the cookie now
+
+
+def test_requests_another_sites_page_could_send_are_refused(runs_dir):
+    c = client(runs_dir)
+    rebound = c.get("/api/runs", headers={"Host": "attacker.example:8765"})  # DNS rebinding
+    assert rebound.status_code == 403 and "only loopback" in rebound.json()["error"]
+    assert c.get("/api/runs", headers={"Host": "localhost:8765"}).status_code == 200
+    form = c.post("/api/campaigns/import", content=b'{"name": "x", "jsonl": ""}', headers={"Content-Type": "text/plain"})
+    assert form.status_code == 403 and "application/json" in form.json()["error"]  # no-preflight cross-site POST
+    foreign = c.post("/api/campaigns/import", json={"name": "x"}, headers={"Origin": "http://attacker.example"})
+    assert foreign.status_code == 403 and "another site" in foreign.json()["error"]
+    own = c.post("/api/campaigns/import", json={"name": "x", "jsonl": pairs_jsonl(pair_rows()[:1])},
+                 headers={"Origin": "http://127.0.0.1:8765"})
+    assert own.json() == {"id": 1, "pairs": 1}
 
 
 def test_security_headers_and_static_pages(runs_dir):

@@ -1,7 +1,11 @@
 """What keeps the studio safe to run: loopback by default, a token on any other bind, bounded bodies.
 
 A request carries the token as ``Authorization: Bearer TOKEN``, as the cookie the studio sets, or once
-as ``?token=TOKEN`` on a page (the answer then sets the cookie, so the links stay clean). Responses are
+as ``?token=TOKEN`` on a page (the answer then sets the cookie, so the links stay clean). Other sites'
+pages cannot drive a studio through the visitor's browser: a change (POST) must be JSON (so a cross-site
+request needs a CORS preflight, which the studio never grants) and, when it names an ``Origin``, come from
+the studio's own; a loopback studio answers only requests addressed to a loopback name (no DNS
+rebinding). Responses are
 never built by pasting untrusted text into HTML: pages are static, the browser code writes model
 outputs with ``textContent``; the Content-Security-Policy forbids inline scripts besides.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import secrets
+from urllib.parse import urlsplit
 
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
@@ -43,8 +48,24 @@ def token_for_bind(host: str, token: str | None) -> str | None:
     return None if is_loopback(host) else secrets.token_urlsafe(24)
 
 
+def cross_site_refusal(request: Request, loopback_only: bool) -> str | None:
+    """Why ``request`` may come from another site's page (None when it may not)."""
+    host = request.headers.get("host", "")
+    if loopback_only and not is_loopback(urlsplit(f"//{host}").hostname or ""):
+        return f"this studio serves only loopback addresses, not {host[:80]!r}"
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        return "a change must be sent as application/json"
+    origin = request.headers.get("origin")
+    if origin and urlsplit(origin).netloc != host:
+        return f"a change from another site ({origin[:80]}) is refused"
+    return None
+
+
 class TokenAndHeaders(BaseHTTPMiddleware):
-    """Refuses requests without the token (when one is set); adds the security headers to every answer."""
+    """Refuses requests without the token (when one is set) and requests another site's page may have sent;
+    adds the security headers to every answer."""
 
     def __init__(self, app, token: str | None) -> None:
         super().__init__(app)
@@ -57,6 +78,9 @@ class TokenAndHeaders(BaseHTTPMiddleware):
         return request.cookies.get(COOKIE) or request.query_params.get("token")
 
     async def dispatch(self, request: Request, call_next):
+        refusal = cross_site_refusal(request, loopback_only=self.token is None)
+        if refusal:
+            return JSONResponse({"error": refusal}, 403)
         given = self.presented(request)
         if self.token and not (given and secrets.compare_digest(given.encode(), self.token.encode())):
             return JSONResponse({"error": "this studio needs its token: open the URL it printed at start"}, 401)
