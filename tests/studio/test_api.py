@@ -41,6 +41,8 @@ def runs_dir(tmp_path):
     fake_run(tmp_path / "runs" / "done", finished=True, alarm_step=3)
     fake_run(tmp_path / "runs" / "sweep" / "live", finished=False)
     fake_run(tmp_path / "runs" / "dead", finished=False, age_seconds=3600)
+    (tmp_path / "runs" / "warming-up").mkdir()
+    (tmp_path / "runs" / "warming-up" / "config.yaml").write_text("loop: reward_model\n")  # SFT, no step yet
     return tmp_path / "runs"
 
 
@@ -52,7 +54,9 @@ def client(runs_dir, token=None) -> TestClient:
 def test_run_list_status_and_detail(runs_dir):
     c = client(runs_dir)
     runs = {r["name"]: r for r in c.get("/api/runs").json()}
-    assert {n: r["status"] for n, r in runs.items()} == {"done": "finished", "sweep/live": "running", "dead": "stopped"}
+    assert {n: r["status"] for n, r in runs.items()} == {"done": "finished", "sweep/live": "running", "dead": "stopped",
+                                                         "warming-up": "running"}
+    assert runs["warming-up"]["steps"] == 0
     assert runs["done"]["alarms"] == [3] and runs["done"]["latest"]["reward/mean"] == pytest.approx(0.5)
     detail = c.get("/api/runs/detail", params={"name": "done", "since": 3}).json()
     assert [r["step"] for r in detail["rows"]] == [4, 5]  # only the rows a refreshing page has not seen
@@ -75,7 +79,7 @@ def test_a_run_name_is_only_ever_one_that_was_listed(runs_dir):
     for name in ("../runs/done", "/etc", "done/../../x"):
         answer = c.get("/api/runs/detail", params={"name": name})
         assert answer.status_code == 400 and "no run named" in answer.json()["error"]
-    assert set(find_runs(runs_dir)) == {"done", "dead", "sweep/live"}
+    assert set(find_runs(runs_dir)) == {"done", "dead", "sweep/live", "warming-up"}
 
 
 def test_non_loopback_binds_need_a_token():

@@ -1,8 +1,9 @@
 """Reading run directories for the studio: the run list, curves, stage times, alarms, logged rollouts.
 
 A run is any folder under the studio's runs directory (one or two levels down) that holds
-``metrics.jsonl``. Its status: ``finished`` once ``summary.json`` exists, ``running`` while
-``metrics.jsonl`` changed in the last ``RUNNING_SECONDS``, else ``stopped``. Only the files a run
+``metrics.jsonl`` or, before its first step (an SFT warm-up), ``config.yaml``. Its status: ``finished``
+once ``summary.json`` exists, ``running`` while ``metrics.jsonl`` (or ``config.yaml`` before it) changed in
+the last ``RUNNING_SECONDS``, else ``stopped``. Only the files a run
 writes are read (``metrics.jsonl``, ``summary.json``, ``samples.jsonl`` and its rotated
 ``samples.1.jsonl``), and only runs found by listing are served: a name from a request never becomes a
 path by itself.
@@ -27,7 +28,8 @@ SUMMARY_KEYS = ("reward/mean", "eval/accuracy", "policy/kl", "policy/approx_kl",
 def find_runs(runs_dir: Path) -> dict[str, Path]:
     """``{name: folder}`` of every run under ``runs_dir`` (names are paths relative to it)."""
     root = Path(runs_dir)
-    found = sorted({p.parent for pattern in ("*/metrics.jsonl", "*/*/metrics.jsonl") for p in root.glob(pattern)})
+    patterns = ("*/metrics.jsonl", "*/*/metrics.jsonl", "*/config.yaml", "*/*/config.yaml")
+    found = sorted({p.parent for pattern in patterns for p in root.glob(pattern)})
     return {str(folder.relative_to(root)): folder for folder in found}
 
 
@@ -38,21 +40,31 @@ def run_folder(runs_dir: Path, name: str) -> Path:
     return runs[name]
 
 
+def read_rows(folder: Path) -> list[dict]:
+    """``metrics.jsonl``'s rows; none yet before a run's first step."""
+    return read_run(folder) if (folder / "metrics.jsonl").exists() else []
+
+
+def last_written(folder: Path) -> float:
+    newest = folder / "metrics.jsonl" if (folder / "metrics.jsonl").exists() else folder / "config.yaml"
+    return newest.stat().st_mtime
+
+
 def run_status(folder: Path) -> str:
     if (folder / "summary.json").exists():
         return "finished"
-    if time.time() - (folder / "metrics.jsonl").stat().st_mtime < RUNNING_SECONDS:
+    if time.time() - last_written(folder) < RUNNING_SECONDS:
         return "running"
     return "stopped"
 
 
 def run_overview(name: str, folder: Path) -> dict:
-    rows = read_run(folder)
+    rows = read_rows(folder)
     last = rows[-1] if rows else {}
     latest = {k: next((r[k] for r in reversed(rows) if r.get(k) is not None), None) for k in SUMMARY_KEYS}
     return {"name": name, "status": run_status(folder), "steps": last.get("step", 0), "latest": latest,
             "alarms": [r["step"] for r in rows if r.get("monitor/alarm")],
-            "modified": (folder / "metrics.jsonl").stat().st_mtime}
+            "modified": last_written(folder)}
 
 
 def list_runs(runs_dir: Path) -> list[dict]:
@@ -63,7 +75,7 @@ def run_detail(runs_dir: Path, name: str, since_step: int = -1) -> dict:
     """The overview, the metric rows after ``since_step`` (the page asks for new rows only while a run
     trains), the mean seconds per stage and ``summary.json`` when the run has finished."""
     folder = run_folder(runs_dir, name)
-    rows = read_run(folder)
+    rows = read_rows(folder)
     summary = folder / "summary.json"
     return {**run_overview(name, folder), "rows": [r for r in rows if r.get("step", 0) > since_step],
             "stage_seconds": stage_seconds(rows), "summary": json.loads(summary.read_text()) if summary.exists() else None}
@@ -92,7 +104,7 @@ class SampleFilter:
 def run_samples(runs_dir: Path, name: str, keep: SampleFilter) -> dict:
     """Logged rollouts of the run that pass ``keep``: ``total`` matches and one page of ``rows``."""
     folder = run_folder(runs_dir, name)
-    alarms = {r["step"] for r in read_run(folder) if r.get("monitor/alarm")}
+    alarms = {r["step"] for r in read_rows(folder) if r.get("monitor/alarm")}
     rows = [r for r in SampleLog(folder / "samples.jsonl", max_mb=1).rows() if keep.keeps(r, alarms)]
     limit = max(1, min(keep.limit, limits.MAX_SAMPLE_ROWS))
     steps = sorted({r.get("step", 0) for r in rows})
