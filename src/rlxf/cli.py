@@ -150,8 +150,10 @@ def cmd_studio(ns: argparse.Namespace) -> int:
             print(json.dumps(export_campaign(Store(ns.db or Path(ns.runs_dir) / DB_NAME), int(ns.export[0]),
                                              ns.export[1])))
             return 0
-        from rlxf.studio.server import serve
-
+        try:
+            from rlxf.studio.server import serve
+        except ImportError as err:
+            raise ConfigError(f"studio: {err.name} is missing: pip install 'rlxf[studio]'") from None
         serve(ns.runs_dir, ns.host, ns.port, ns.token, ns.db)
     except InputError as err:
         raise ConfigError(f"studio: {err}") from None

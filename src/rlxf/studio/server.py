@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import uvicorn
+
 from rlxf.studio.app import StudioSettings, make_app
 from rlxf.studio.security import token_for_bind
 
@@ -12,8 +14,6 @@ DB_NAME = "studio.sqlite"
 
 def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           db_path: str | Path | None = None, print_fn=print) -> None:
-    import uvicorn
-
     runs_dir = Path(runs_dir)
     runs_dir.mkdir(parents=True, exist_ok=True)
     token = token_for_bind(host, token)
