@@ -7,6 +7,7 @@ import json
 import time
 
 import pytest
+import yaml
 
 from rlxf.cli import main
 from rlxf.data.preferences import read_preference_rows
@@ -62,12 +63,13 @@ def test_rlxf_studio_export_command(tmp_path, capsys):
     assert "no campaign with id 7" in capsys.readouterr().err
 
 
-def test_train_action_runs_the_reward_model_recipe_on_the_export(tmp_path, tiny_model_dir):
+@pytest.mark.parametrize(("kind", "saved"), [("reward_model", "reward_model"), ("dpo", "policy")])
+def test_train_action_runs_the_recipe_on_the_export(tmp_path, tiny_model_dir, kind, saved):
     store = Store(tmp_path / "runs" / "studio.sqlite")
     cid = create_campaign(store, "adds", parse_pairs_jsonl(pairs_jsonl(pair_rows()), "p"), "import")
     label_all_with_truth(store, cid)
     exported = export_campaign(store, cid, tmp_path / "prefs.jsonl")
-    started = start_training("reward_model", exported["path"], tmp_path / "runs", "adds", [
+    started = start_training(kind, exported["path"], tmp_path / "runs", "adds", [
         f"model.path={tiny_model_dir}", "sft.steps=0", "preference.steps=2", "preference.batch_size=4",
         "preference.micro_batch_size=4", "data.eval_size=2", "eval.every=0", "checkpoint.every=2",
         "logging.sinks=[jsonl]", "logging.plot=false"])
@@ -80,4 +82,6 @@ def test_train_action_runs_the_reward_model_recipe_on_the_export(tmp_path, tiny_
     assert 0.0 <= result["final_eval"]["eval/accuracy"] <= 1.0
     metrics = [json.loads(line) for line in open(summary.parent / "metrics.jsonl")]
     assert [m["step"] for m in metrics if "train/loss" in m] == [1, 2]
-    assert (summary.parent / "checkpoints" / "step_000002" / "reward_model").is_dir()
+    assert (summary.parent / "checkpoints" / "step_000002" / saved).is_dir()
+    config = yaml.safe_load((summary.parent / "config.yaml").read_text())
+    assert config["loop"] == kind and config["data"]["path"] == exported["path"]
