@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlxf.studio import labelling
+from rlxf.studio import labelling, limits
 from rlxf.studio.campaigns import create_campaign, list_campaigns, pairs_from_row, parse_pairs_jsonl
 from rlxf.studio.labelling import NotIssued, next_pair, progress, submit_label, undo_last
 from rlxf.studio.limits import MAX_REASON_CHARS, InputError
@@ -86,6 +86,20 @@ def test_overlap_two_sends_each_pair_to_two_different_labellers(tmp_path):
         submit_label(store, shown["token"], who, "A")
     assert seen == {"ann": [0, 1], "bob": [1, 0], "cid": []}  # fewest labels first
     assert progress(store, cid) == {"pairs": 2, "labels": 4, "mine": 0, "needed": 4, "overlap": 2}
+
+
+def test_a_pair_held_too_long_goes_to_someone_else_and_is_withdrawn(tmp_path, monkeypatch):
+    store, cid = make_campaign(tmp_path, overlap=1, n=2)
+    held = next_pair(store, cid, "ann")
+    clock = [labelling.now() + limits.ISSUE_TTL_SECONDS + 1]  # ann walked away for longer than the TTL
+    monkeypatch.setattr(labelling, "now", lambda: clock[0])
+    taken = next_pair(store, cid, "bob")
+    assert taken["position"] == held["position"] == 0  # back in the pool: fewest labels, first position
+    submit_label(store, taken["token"], "bob", "A")
+    back = next_pair(store, cid, "ann")
+    assert back["position"] == 1  # pair 0 has its one label: withdrawn from ann
+    with pytest.raises(NotIssued, match="taken back"):
+        submit_label(store, held["token"], "ann", "A")
 
 
 def test_skip_hides_the_pair_from_that_labeller_only(tmp_path):

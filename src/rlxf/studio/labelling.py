@@ -44,14 +44,23 @@ def next_pair(store: Store, campaign_id: int, labeller: str) -> dict | None:
     """The pair to show ``labeller`` now (see the module docstring), or None when there is none left."""
     labeller = limits.name(labeller, "labeller name")
     campaign = get_campaign(store, campaign_id)
+    stale = now() - limits.ISSUE_TTL_SECONDS
     with store.transaction() as db:
+        # A pair held past the time-to-live went back to the pool; once others filled its overlap, it is
+        # withdrawn from its first holder too (else the pair would get one label more than asked for).
+        db.execute(
+            """UPDATE issues SET closed = 1 WHERE labeller = ? AND closed = 0 AND issued <= ?
+                 AND pair_id IN (SELECT p.id FROM pairs p WHERE p.campaign_id = ? AND
+                   (SELECT COUNT(DISTINCT l.labeller) FROM labels l WHERE l.pair_id = p.id AND l.undone = 0
+                      AND l.verdict != 'skip') >= ?)""",
+            (labeller, stale, campaign_id, campaign["overlap"]),
+        )
         issue = db.execute(
             """SELECT i.* FROM issues i JOIN pairs p ON p.id = i.pair_id
                WHERE i.labeller = ? AND i.closed = 0 AND p.campaign_id = ? ORDER BY i.issued LIMIT 1""",
             (labeller, campaign_id),
         ).fetchone()
         if issue is None:
-            stale = now() - limits.ISSUE_TTL_SECONDS
             pair = db.execute(
                 """SELECT p.id,
                      (SELECT COUNT(DISTINCT l.labeller) FROM labels l
@@ -91,6 +100,8 @@ def submit_label(store: Store, token: str, labeller: str, shown_verdict: str, re
             done = db.execute("SELECT * FROM labels WHERE issue_token = ? AND undone = 0", (token,)).fetchone()
             if done is not None and done["verdict"] == verdict and done["reason"] == reason:
                 return dict(done)  # the same request again (a retry): already recorded
+            if done is None:
+                raise NotIssued("this pair was taken back (held too long, or an undo came first): ask for the next pair")
             raise NotIssued("this pair was already labelled: undo first to change the verdict")
         label_id = db.execute(
             """INSERT INTO labels (campaign_id, pair_id, labeller, verdict, reason, swapped, issue_token, created)
