@@ -1,6 +1,6 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
-``rlxf algorithms``. Thin: parse, load config, call a loop."""
+``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``. Thin: parse, load config, call a loop."""
 
 from __future__ import annotations
 
@@ -160,6 +160,28 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     return 1 if summary["failed"] else 0
 
 
+def cmd_studio(ns: argparse.Namespace) -> int:
+    from rlxf.studio.limits import InputError
+
+    try:
+        if ns.export:
+            from rlxf.studio.export import export_campaign
+            from rlxf.studio.server import DB_NAME
+            from rlxf.studio.store import Store
+
+            print(json.dumps(export_campaign(Store(ns.db or Path(ns.runs_dir) / DB_NAME), int(ns.export[0]),
+                                             ns.export[1])))
+            return 0
+        try:
+            from rlxf.studio.server import serve
+        except ImportError as err:
+            raise ConfigError(f"studio: {err.name} is missing: pip install 'rlxf[studio]'") from None
+        serve(ns.runs_dir, ns.host, ns.port, ns.token, ns.db)
+    except InputError as err:
+        raise ConfigError(f"studio: {err}") from None
+    return 0
+
+
 def cmd_algorithms(ns: argparse.Namespace) -> int:
     from rlxf.algos import describe_presets
 
@@ -201,6 +223,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
     sweep.add_argument("--no-plot", action="store_true")
     sweep.set_defaults(func=cmd_sweep)
+    studio = sub.add_parser("studio", help="local web app: watch runs, label preferences, train on the labels")
+    studio.add_argument("runs_dir", nargs="?", default="runs", help="folder of run directories (default: runs)")
+    studio.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    studio.add_argument("--port", type=int, default=8765)
+    studio.add_argument("--token", help="access token (any non-loopback bind needs one; made up when not given)")
+    studio.add_argument("--db", help="label store (default: RUNS_DIR/studio.sqlite)")
+    studio.add_argument("--export", nargs=2, metavar=("CAMPAIGN_ID", "OUT.jsonl"),
+                        help="write a campaign's preference JSONL and exit")
+    studio.set_defaults(func=cmd_studio)
     algos = sub.add_parser("algorithms", help="list the algorithm presets")
     algos.set_defaults(func=cmd_algorithms)
     return parser
