@@ -34,3 +34,23 @@ def test_online_dpo_labels_pairs_and_moves_the_policy(tmp_path, tiny_model_dir):
     trained = [r for r in steps if r["train/pairs"] > 0]
     assert all(r["train/grad_norm"] > 0 for r in trained)  # the DPO loss reaches the policy
     assert (tmp_path / "run" / "reference" / "config.json").exists()
+
+
+def test_pair_log_probs_chosen_nll_is_the_token_mean(tiny_model, tokenizer):
+    import torch
+
+    from rlxf.data.preferences import pair_batch
+    from rlxf.loops.dpo import pair_log_probs
+    from rlxf.train.log_probs import sequence_log_probs
+
+    rows = [{"prompt": "1+2=", "chosen": "3", "rejected": "4"}, {"prompt": "10+5=", "chosen": "15", "rejected": "1"}]
+    batch = pair_batch(rows, tokenizer, False, 32)
+    out = pair_log_probs(tiny_model, batch, length_normalised=False)
+    log_probs, _ = sequence_log_probs(tiny_model, batch.prompt_ids, batch.prompt_mask, batch.response_ids,
+                                      batch.response_mask)
+    mask = batch.loss_mask.float()
+    for i in range(2):  # chosen rows come first: the answer's characters and the end of sequence
+        expected = -(log_probs[i] * mask[i]).sum() / mask[i].sum()
+        assert mask[i].sum() == len(rows[i]["chosen"]) + 1
+        torch.testing.assert_close(out.chosen_nll[i], expected)
+        torch.testing.assert_close(out.chosen[i], (log_probs[i] * mask[i]).sum())
