@@ -1,0 +1,151 @@
+"""Weight-sync transports (runtime/transports/): every transport delivers the trainer's exact weights with
+the right version; stale, dropped and torn buckets and a stale engine are caught, whatever carried them."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from rlxf.algos import AlgorithmConfig
+from rlxf.config import OptimConfig
+from rlxf.roles.actor import ActorRole
+from rlxf.roles.rollout import RolloutRole
+from rlxf.rollout.engine import build_engine
+from rlxf.runtime.config import WeightSyncConfig
+from rlxf.runtime.transports import Channel, endpoint
+from rlxf.runtime.transports import collective as collective_module
+from rlxf.runtime.transports.plan import StaleWeightsError, plan_buckets, read_stamp, stamp
+from rlxf.runtime.weight_sync import held_weights, sync_weights
+
+TRANSPORTS = ["object_store", "shared_memory", "collective"]
+
+
+def _roles(tiny_model, tokenizer):
+    engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id, {})
+    rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=64)
+    actor = ActorRole(copy.deepcopy(tiny_model).requires_grad_(True), OptimConfig(), AlgorithmConfig(), 8, 8, 1.0)
+    return actor, rollout
+
+
+def _nudge(actor: ActorRole, by: float) -> None:
+    with torch.no_grad():
+        for p in actor.model.parameters():
+            p.add_(by)
+
+
+def _assert_engine_holds(rollout: RolloutRole, actor: ActorRole) -> None:
+    sent = actor.model.state_dict()
+    held = held_weights(rollout.engine)
+    assert set(held) <= set(sent) and len(held) > 0
+    for name, tensor in held.items():
+        assert torch.equal(tensor, sent[name]), name  # bit for bit
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_transport_delivers_the_exact_weights_and_version(tiny_model, tokenizer, transport):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    cfg = WeightSyncConfig(transport=transport, bucket_mb=0.05, checksum=True)
+    for version, nudge in ((1, 0.01), (2, -0.003)):  # the second sync reuses groups, regions, buffers
+        _nudge(actor, nudge)
+        metrics = sync_weights(actor, rollout, version, cfg)
+        assert rollout.version == version and metrics["weight_sync/version"] == version
+        assert metrics["weight_sync/checksum_ok"] == 1.0
+        _assert_engine_holds(rollout, actor)
+    numel = sum(t.numel() for t in actor.model.state_dict().values())
+    # tiny model: fp32 tensors in 0.05 MiB buckets; the metric counts the weights' bytes (not the stamps)
+    assert metrics["weight_sync/megabytes"] == pytest.approx(numel * 4 / 2**20)
+    assert metrics["weight_sync/buckets"] == len(plan_buckets(actor.model.state_dict(), int(0.05 * 2**20)).buckets)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_transport_catches_an_engine_that_kept_its_old_weights(tiny_model, tokenizer, transport):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    cfg = WeightSyncConfig(transport=transport, checksum=True)
+    sync_weights(actor, rollout, 1, cfg)
+    _nudge(actor, 0.01)
+    rollout.engine.update_weights = lambda state_dict, version: setattr(rollout.engine, "version", version)
+    with pytest.raises(StaleWeightsError, match="differ from the trainer"):
+        sync_weights(actor, rollout, 2, cfg)
+
+
+def test_the_unknown_transport_is_named():
+    with pytest.raises(ValueError, match="unknown weight_sync transport 'nccl'; known: collective, object_store"):
+        WeightSyncConfig(transport="nccl")
+
+
+# -- shared memory: a region read after another version overwrote it, a bucket not rewritten, a torn one ----
+
+def _shared_pair(actor, bucket_bytes=2048, checksum=True):
+    channel = Channel("shared_memory", bucket_bytes, checksum)
+    return endpoint(channel, "Sender"), endpoint(channel, "Receiver")
+
+
+def test_shared_memory_catches_a_region_overwritten_by_a_later_version(tiny_model, tokenizer):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    sender, receiver = _shared_pair(actor)
+    first = sender.send(actor.engine, 1)
+    sender.send(actor.engine, 2)  # the engine reads version 1's handle after version 2 was written
+    with pytest.raises(StaleWeightsError, match=r"bucket 0 of \d+ is stamped \(version 2, bucket 0\), expected "
+                                                r"\(version 1, bucket 0\)"):
+        receiver.receive(rollout.engine, first, checksum=True)
+    assert rollout.version == 0  # nothing was loaded
+
+
+def test_shared_memory_catches_a_dropped_and_a_torn_bucket(tiny_model, tokenizer):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    sender, receiver = _shared_pair(actor)
+    sender.send(actor.engine, 1)
+    buffers = receiver._buffers(sender.send(actor.engine, 1))
+    old_bucket_2 = buffers[2].clone()
+    region = sender.send(actor.engine, 2)
+    buffers[2].copy_(old_bucket_2)  # bucket 2 was never rewritten for version 2 (dropped)
+    with pytest.raises(StaleWeightsError, match=r"bucket 2 of \d+ is stamped \(version 1, bucket 2\)"):
+        receiver.receive(rollout.engine, region, checksum=True)
+    region = sender.send(actor.engine, 3)
+    assert read_stamp(region.plan, 1, buffers[1]) == (3, 1)
+    buffers[1][:8] += 1  # torn: part of bucket 1's bytes are not the ones sent, its stamp is
+    with pytest.raises(StaleWeightsError, match=r"bucket 1 of \d+ at version 3 differs from the bytes sent"):
+        receiver.receive(rollout.engine, region, checksum=True)
+    region = sender.send(actor.engine, 4)
+    stamp(region.plan, 0, buffers[0], -1)  # a write cut short: bucket 0 still carries fill_bucket's "no version"
+    with pytest.raises(StaleWeightsError, match=r"bucket 0 of \d+ is stamped \(version -1, bucket 0\)"):
+        receiver.receive(rollout.engine, region, checksum=True)
+    receiver.receive(rollout.engine, sender.send(actor.engine, 5), checksum=True)  # a clean sync still works
+    assert rollout.version == 5
+
+
+# -- collective: the sender drops a bucket's new bytes, or tears one after hashing it --------------------------
+
+def test_collective_catches_a_dropped_bucket(tiny_model, tokenizer, monkeypatch):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    cfg = WeightSyncConfig(transport="collective", bucket_mb=2048 / 2**20, checksum=True)
+    real_fill = collective_module.fill_bucket
+
+    def drop_bucket_1(plan, index, bucket, buffer, version):
+        real_fill(plan, index, bucket, buffer, version - 1 if index == 1 else version)  # old bucket 1 resent
+
+    monkeypatch.setattr(collective_module, "fill_bucket", drop_bucket_1)
+    with pytest.raises(StaleWeightsError, match=r"collective: bucket 1 of \d+ is stamped \(version 6, bucket 1\)"):
+        sync_weights(actor, rollout, 7, cfg)
+    monkeypatch.setattr(collective_module, "fill_bucket", real_fill)
+    sync_weights(actor, rollout, 8, cfg)  # the group survives a failed sync
+    assert rollout.version == 8
+    _assert_engine_holds(rollout, actor)
+
+
+def test_collective_catches_a_torn_bucket(tiny_model, tokenizer, monkeypatch):
+    actor, rollout = _roles(tiny_model, tokenizer)
+    cfg = WeightSyncConfig(transport="collective", bucket_mb=2048 / 2**20, checksum=True)
+    real_digest = collective_module.bucket_digest
+
+    def tear_bucket_3(plan, index, buffer):
+        digest = real_digest(plan, index, buffer)
+        if index == 3:
+            buffer[:16] = 0  # bytes changed after the sender hashed them: what arrives is not what was sent
+        return digest
+
+    monkeypatch.setattr(collective_module, "bucket_digest", tear_bucket_3)
+    with pytest.raises(StaleWeightsError, match=r"collective: bucket 3 of \d+ at version 1 differs from the bytes"):
+        sync_weights(actor, rollout, 1, cfg)
