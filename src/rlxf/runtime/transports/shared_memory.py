@@ -150,7 +150,11 @@ class SharedMemoryTransport:
     def __init__(self, cfg) -> None:
         self.cfg = cfg
         self.channel = Channel("shared_memory", int(cfg.bucket_mb * 2**20), cfg.checksum)
+        self._regions: dict[str, weakref.finalize] = {}
 
     def sync(self, actor, rollout, version: int) -> dict:
         region = actor.send_weights(version, self.channel)
+        if region is not None and region.path and region.path not in self._regions:
+            # The driver removes the file too: a trainer actor that is killed never runs its own clean-up.
+            self._regions[region.path] = weakref.finalize(self, _unlink, region.path)
         return rollout.receive_weights(self.channel, region, self.cfg.checksum)
