@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from rlxf.runtime.sync_cost_model import (
@@ -12,6 +14,7 @@ from rlxf.runtime.sync_cost_model import (
     SyncOptions,
     Workload,
     bucket_count,
+    engine_batch,
     fit_alpha_beta,
     generation_seconds,
     pipeline_seconds,
@@ -44,6 +47,11 @@ def test_a_disaggregated_broadcast_crosses_the_nic():
     assert bucket_count(MODEL_10GB, options) == 10
     # overlapped: one pass through all three stages, then 9 more buckets at the send's 0.04 s
     assert sync_seconds(MODEL_10GB, CLUSTER, placement, options) == pytest.approx(1 / 25 + 1 / 200 + 1 / 8000 + 9 / 25)
+    # latencies: a ring all-gather over 8 ranks pays 7, a tree broadcast to 8 receivers ceil(log2 9) = 4
+    slow = sync_stages(MODEL_10GB, replace(CLUSTER, message_alpha_s=1e-3), placement,
+                       replace(options, bucket_overhead_s=0.1))
+    assert slow["gather"] == pytest.approx(7e-3 + 1 / 200)
+    assert slow["send"] == pytest.approx(0.1 + 4e-3 + 1 / 25)  # rlxf's software cost once per bucket
     two_senders = Placement(trainer_gpus=16, rollout_gpus=8, engine_tp=8, senders=2)
     assert sync_stages(MODEL_10GB, CLUSTER, two_senders, options)["send"] == pytest.approx(1 / 50)
 
@@ -52,9 +60,9 @@ def test_colocated_cuda_ipc_moves_the_bytes_only_in_hbm():
     placement = Placement(trainer_gpus=8, rollout_gpus=8, engine_tp=8, colocated=True)
     options = SyncOptions(transport="cuda_ipc", bucket_bytes=2 * GB, overlap=False, bucket_overhead_s=0.01)
     stages = sync_stages(MODEL_10GB, CLUSTER, placement, options)
-    assert stages["send"] == pytest.approx(0.01)  # one handle per bucket
-    # 5 buckets, each: gather 2/200 + 0.01, handle 0.01, load 2/8/1000
-    assert sync_seconds(MODEL_10GB, CLUSTER, placement, options) == pytest.approx(5 * (0.02 + 0.01 + 0.00025))
+    assert stages["send"] == pytest.approx(0.01)  # one handle per bucket (free here) and the software cost
+    # 5 buckets, each: gather 2/200, handle + software 0.01, load 2/8/1000
+    assert sync_seconds(MODEL_10GB, CLUSTER, placement, options) == pytest.approx(5 * (0.01 + 0.01 + 0.00025))
 
 
 def test_the_object_store_pays_two_pcie_copies_and_its_measured_rate():
@@ -67,12 +75,26 @@ def test_the_object_store_pays_two_pcie_copies_and_its_measured_rate():
 def test_decoding_is_memory_bound_until_the_batch_is_large():
     model = Model("dense", params=10e9, active_params=10e9, bytes_per_param=2.0, kv_bytes_per_token=0.0)
     placement = Placement(trainer_gpus=8, rollout_gpus=8, engine_tp=8)  # one engine of 8 GPUs
-    small = Workload(sequences=8, prompt_tokens=0, decode_mfu=1.0)
+    small = Workload(sequences=8, prompt_tokens=0, mean_response_tokens=100, max_response_tokens=100, decode_mfu=1.0)
     # each step reads 20 GB / 8 GPUs at 2000 GB/s = 1.25 ms; computing 8 tokens: 2 x 1e10 x 8 / 8e15 = 0.02 ms
-    assert generation_seconds(model, CLUSTER, placement, small, 100) == pytest.approx(100 * 1.25e-3)
-    large = Workload(sequences=8000, prompt_tokens=0, decode_mfu=1.0)
+    assert generation_seconds(model, CLUSTER, placement, small, wait_for_longest=True) == pytest.approx(100 * 1.25e-3)
+    large = replace(small, sequences=8000)
     # 8000 tokens per step: 2 x 1e10 x 8000 / 8e15 = 20 ms > 1.25 ms: compute-bound
-    assert generation_seconds(model, CLUSTER, placement, large, 100) == pytest.approx(100 * 0.02)
+    assert generation_seconds(model, CLUSTER, placement, large, wait_for_longest=True) == pytest.approx(100 * 0.02)
+
+
+def test_the_kv_cache_bounds_the_batch_and_the_long_tail_waits_at_a_small_one():
+    model = Model("dense", params=10e9, active_params=10e9, kv_bytes_per_token=1e6)
+    placement = Placement(trainer_gpus=8, rollout_gpus=8, engine_tp=8)
+    workload = Workload(sequences=8000, prompt_tokens=0, mean_response_tokens=50, max_response_tokens=100)
+    # 8 x 80 GB x 0.9 - 20 GB of weights = 556 GB; the longest sequence's cache: 100 tokens x 1 MB
+    assert engine_batch(model, CLUSTER, placement, workload) == (8000, 5560)
+    tail = Workload(sequences=100, prompt_tokens=0, mean_response_tokens=100, max_response_tokens=500,
+                    long_fraction=0.05, decode_mfu=1.0)
+    lean = replace(model, kv_bytes_per_token=0.0)
+    # 100 sequences x 100 tokens at batch 100, 1.25 ms a step; then 5 sequences for 400 more steps
+    assert generation_seconds(lean, CLUSTER, placement, tail, wait_for_longest=False) == pytest.approx(0.125)
+    assert generation_seconds(lean, CLUSTER, placement, tail, wait_for_longest=True) == pytest.approx(0.125 + 0.5)
 
 
 def test_training_counts_six_flops_per_parameter_token_plus_two_per_extra_forward():

@@ -10,12 +10,14 @@ per-message and per-byte costs of rlxf's own transports come from ``benchmarks/w
 Weight sync is a pipeline of three stages per bucket: gather (a sharded trainer's all-gather over
 NVLink), send (broadcast to the engines over NVLink, the NICs, or CUDA IPC), load (the engine copies the
 bucket into its weights at HBM speed). Each stage costs ``alpha + bytes / bandwidth`` (the alpha-beta
-model). With overlap the stages of consecutive buckets run concurrently, so a sync costs one pass through
+model): alpha is the links' latency per message (NCCL: tens of microseconds per hop) plus, once per
+bucket, rlxf's own software cost (measured). With overlap the stages of consecutive buckets run concurrently, so a sync costs one pass through
 every stage plus ``buckets - 1`` times the slowest stage; without, ``buckets`` times their sum.
 
-Generation is memory-bound decoding: every decode step each engine reads its share of the weights (and
-the KV cache) from HBM, or is compute-bound when its batch is large; a synchronous step waits for its
-longest response, an asynchronous one streams at the mean length. Training is ``6 x active parameters x
+Generation is decoding with continuous batching: every decode step each engine reads its share of the
+weights and the KV cache from HBM, or is compute-bound when its batch is large; its batch is what the KV
+cache leaves room for. A synchronous step also waits for its long tail to reach the longest length at a
+small batch; an asynchronous one overlaps that tail with the next step. Training is ``6 x active parameters x
 tokens`` (forward and backward) plus ``2 x`` per extra forward pass (old and reference log-probs) at a
 model FLOP utilisation.
 """
@@ -54,6 +56,8 @@ class Cluster:
     pcie_gbps: float = 50.0  # host <-> device
     link_efficiency: float = 0.8  # share of a link's bandwidth a large NCCL transfer reaches
     message_alpha_s: float = 50e-6  # NCCL launch + per-hop latency of one message
+    hbm_bytes: float = 80 * GB
+    kv_memory_share: float = 0.9  # of an engine's HBM, for weights and KV cache (the rest: activations)
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,7 @@ class Workload:
     prompt_tokens: int = 512
     mean_response_tokens: int = 2048
     max_response_tokens: int = 8192  # a synchronous step waits for the longest
+    long_fraction: float = 0.05  # the share of sequences that run past the mean (the long tail)
     extra_forwards: int = 2  # old and reference log-probs
     train_mfu: float = 0.4
     decode_mfu: float = 0.5  # of peak, when a decode step is compute-bound
@@ -108,38 +113,39 @@ def bucket_count(model: Model, options: SyncOptions) -> int:
 def sync_stages(model: Model, cluster: Cluster, placement: Placement, options: SyncOptions) -> dict[str, float]:
     """Seconds per bucket of each stage (gather, send, load)."""
     bucket = min(options.bucket_bytes, model.weight_bytes)
-    alpha = cluster.message_alpha_s + options.bucket_overhead_s
-    efficient = cluster.link_efficiency
-    # gather: an all-gather of the bucket over the trainer's NVLink (every rank receives the bucket)
-    gather = stage_seconds(bucket, cluster.nvlink_gbps * efficient, alpha) if placement.trainer_gpus > 1 else 0.0
+    # gather: a ring all-gather of the bucket over the trainer's NVLink (P - 1 latencies)
+    ring_alpha = cluster.message_alpha_s * (placement.trainer_gpus - 1)
+    gather = stage_seconds(bucket, cluster.nvlink_gbps * cluster.link_efficiency, ring_alpha) \
+        if placement.trainer_gpus > 1 else 0.0
     load = stage_seconds(bucket / placement.engine_tp, cluster.hbm_gbps / 2)  # read + write in HBM
-    send = SEND_COSTS[options.transport](bucket, cluster, placement, options, alpha)
+    # the software cost of a bucket (stamp, enqueue, Python) is paid once, with its send
+    send = options.bucket_overhead_s + SEND_COSTS[options.transport](bucket, cluster, placement, options)
     return {"gather": gather, "send": send, "load": load}
 
 
-def _collective_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions, alpha: float) -> float:
+def _collective_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions) -> float:
     """A pipelined (ring/tree) broadcast: the bytes once over the slowest link it crosses, plus one
     latency per hop of a binary tree over the receivers; ``senders`` stripes the bucket over several NICs."""
     receivers = placement.rollout_gpus
     crosses_nodes = not placement.colocated and (placement.trainer_gpus + receivers > cluster.gpus_per_node)
     link = cluster.nic_gbps * placement.senders if crosses_nodes else cluster.nvlink_gbps
     hops = math.ceil(math.log2(receivers + 1))
-    return stage_seconds(bucket, link * cluster.link_efficiency, alpha * hops)
+    return stage_seconds(bucket, link * cluster.link_efficiency, cluster.message_alpha_s * hops)
 
 
-def _cuda_ipc_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions, alpha: float) -> float:
+def _cuda_ipc_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions) -> float:
     """Colocated: the engine maps the trainer's bucket (one handle per bucket); the bytes move in ``load``."""
-    return alpha
+    return cluster.message_alpha_s
 
 
-def _object_store_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions, alpha: float) -> float:
+def _object_store_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions) -> float:
     """Device -> host, serialise / store / fetch (rlxf's measured rate), host -> device."""
-    return alpha + 2 * bucket / (cluster.pcie_gbps * GB) + bucket / (options.object_store_gbps * GB)
+    return 2 * bucket / (cluster.pcie_gbps * GB) + bucket / (options.object_store_gbps * GB)
 
 
-def _gloo_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions, alpha: float) -> float:
+def _gloo_send(bucket, cluster: Cluster, placement: Placement, options: SyncOptions) -> float:
     """Device -> host, a gloo broadcast over TCP (measured rate), host -> device."""
-    return alpha + 2 * bucket / (cluster.pcie_gbps * GB) + bucket / (options.gloo_gbps * GB)
+    return 2 * bucket / (cluster.pcie_gbps * GB) + bucket / (options.gloo_gbps * GB)
 
 
 SEND_COSTS = {
@@ -155,19 +161,44 @@ def sync_seconds(model: Model, cluster: Cluster, placement: Placement, options: 
     return pipeline_seconds(list(stages.values()), bucket_count(model, options), options.overlap)
 
 
-def generation_seconds(model: Model, cluster: Cluster, placement: Placement, workload: Workload,
-                       response_tokens: int) -> float:
-    """Decode ``response_tokens`` steps (plus the prefill) on every engine, each with its share of the
-    sequences; a step costs the larger of reading the engine's weights and KV cache, and its FLOPs."""
-    engines = max(1, placement.rollout_gpus // placement.engine_tp)
-    batch = math.ceil(workload.sequences / engines)
+def decode_step_seconds(model: Model, cluster: Cluster, placement: Placement, workload: Workload, batch: int,
+                        context: float) -> float:
+    """One decode step of an engine holding ``batch`` sequences of ``context`` tokens: the larger of
+    reading its share of the weights and KV cache from HBM, and its FLOPs."""
     gpus = placement.engine_tp
-    context = workload.prompt_tokens + response_tokens / 2  # mean KV length over the decode
     read = (model.weight_bytes + batch * context * model.kv_bytes_per_token) / gpus
-    memory_s = read / (cluster.hbm_gbps * GB)
-    compute_s = 2 * model.active_params * batch / (gpus * cluster.flops * workload.decode_mfu)
-    prefill_s = 2 * model.active_params * batch * workload.prompt_tokens / (gpus * cluster.flops * workload.decode_mfu)
-    return prefill_s + response_tokens * max(memory_s, compute_s)
+    compute = 2 * model.active_params * batch / (gpus * cluster.flops * workload.decode_mfu)
+    return max(read / (cluster.hbm_gbps * GB), compute)
+
+
+def engine_batch(model: Model, cluster: Cluster, placement: Placement, workload: Workload) -> tuple[int, int]:
+    """(sequences per engine, how many of them fit at once: the KV cache in the HBM the weights leave)."""
+    engines = max(1, placement.rollout_gpus // placement.engine_tp)
+    per_engine = math.ceil(workload.sequences / engines)
+    free = placement.engine_tp * cluster.hbm_bytes * cluster.kv_memory_share - model.weight_bytes
+    longest = workload.prompt_tokens + workload.max_response_tokens
+    fits = int(free // (longest * model.kv_bytes_per_token)) if model.kv_bytes_per_token else per_engine
+    return per_engine, max(1, min(per_engine, fits))
+
+
+def generation_seconds(model: Model, cluster: Cluster, placement: Placement, workload: Workload,
+                       wait_for_longest: bool) -> float:
+    """Continuous batching at the engine's capacity until the mean-length work is done (prefill
+    included); a synchronous step then waits while its long tail (``long_fraction`` of the sequences)
+    decodes up to the longest length at a small batch, which an asynchronous one overlaps."""
+    per_engine, capacity = engine_batch(model, cluster, placement, workload)
+    context = workload.prompt_tokens + workload.mean_response_tokens / 2
+    step = decode_step_seconds(model, cluster, placement, workload, capacity, context)
+    stream = per_engine * workload.mean_response_tokens / capacity * step
+    prefill = 2 * model.active_params * per_engine * workload.prompt_tokens / (
+        placement.engine_tp * cluster.flops * workload.decode_mfu)
+    if not wait_for_longest:
+        return prefill + stream
+    tail_batch = max(1, math.ceil(per_engine * workload.long_fraction))
+    tail_context = workload.prompt_tokens + (workload.mean_response_tokens + workload.max_response_tokens) / 2
+    tail = (workload.max_response_tokens - workload.mean_response_tokens) * decode_step_seconds(
+        model, cluster, placement, workload, min(tail_batch, capacity), tail_context)
+    return prefill + stream + tail
 
 
 def train_seconds(model: Model, cluster: Cluster, placement: Placement, workload: Workload) -> float:
@@ -200,8 +231,8 @@ def predict_step(model: Model, cluster: Cluster, placement: Placement, options: 
     generation of step k+1 overlaps training on step k, then the sync pauses both. Colocated roles share
     every GPU, so they cannot overlap: their asynchronous step is the synchronous one."""
     sync = sync_seconds(model, cluster, placement, options)
-    generation = generation_seconds(model, cluster, placement, workload, workload.max_response_tokens)
-    streaming = generation_seconds(model, cluster, placement, workload, workload.mean_response_tokens)
+    generation = generation_seconds(model, cluster, placement, workload, wait_for_longest=True)
+    streaming = generation_seconds(model, cluster, placement, workload, wait_for_longest=False)
     train = train_seconds(model, cluster, placement, workload)
     sync_step = generation + train + sync
     async_step = sync_step if placement.colocated else max(streaming, train) + sync
