@@ -54,6 +54,10 @@ def test_a_disaggregated_broadcast_crosses_the_nic():
     assert slow["send"] == pytest.approx(0.1 + 4e-3 + 1 / 25)  # rlxf's software cost once per bucket
     two_senders = Placement(trainer_gpus=16, rollout_gpus=8, engine_tp=8, senders=2)
     assert sync_stages(MODEL_10GB, CLUSTER, two_senders, options)["send"] == pytest.approx(1 / 50)
+    # a trainer on 16 GPUs spans two nodes: its all-gather runs at the NIC's 25 GB/s, not NVLink's 200
+    assert sync_stages(MODEL_10GB, CLUSTER, two_senders, options)["gather"] == pytest.approx(1 / 25)
+    in_node = replace(two_senders, gather_gpus=8)  # TP/EP groups inside a node, stages across: NVLink again
+    assert sync_stages(MODEL_10GB, CLUSTER, in_node, options)["gather"] == pytest.approx(1 / 200)
 
 
 def test_colocated_cuda_ipc_moves_the_bytes_only_in_hbm():

@@ -67,6 +67,11 @@ class Placement:
     engine_tp: int = 8  # GPUs per rollout engine (tensor/expert parallel)
     colocated: bool = False  # trainer and engines time-share the same GPUs
     senders: int = 1  # trainer ranks that broadcast (one per node when > 1: each with its own NIC)
+    gather_gpus: int = 0  # the group a bucket is gathered over (0: all trainer GPUs, FSDP; 8: TP/EP in a node)
+
+    @property
+    def gather_group(self) -> int:
+        return self.gather_gpus or self.trainer_gpus
 
 
 @dataclass(frozen=True)
@@ -113,10 +118,12 @@ def bucket_count(model: Model, options: SyncOptions) -> int:
 def sync_stages(model: Model, cluster: Cluster, placement: Placement, options: SyncOptions) -> dict[str, float]:
     """Seconds per bucket of each stage (gather, send, load)."""
     bucket = min(options.bucket_bytes, model.weight_bytes)
-    # gather: a ring all-gather of the bucket over the trainer's NVLink (P - 1 latencies)
-    ring_alpha = cluster.message_alpha_s * (placement.trainer_gpus - 1)
-    gather = stage_seconds(bucket, cluster.nvlink_gbps * cluster.link_efficiency, ring_alpha) \
-        if placement.trainer_gpus > 1 else 0.0
+    # gather: a ring all-gather of the bucket over its group (P - 1 latencies): NVLink inside a node, the
+    # NICs once the group spans nodes (FSDP sharded over every trainer GPU)
+    group = placement.gather_group
+    link = cluster.nvlink_gbps if group <= cluster.gpus_per_node else cluster.nic_gbps
+    gather = stage_seconds(bucket, link * cluster.link_efficiency, cluster.message_alpha_s * (group - 1)) \
+        if group > 1 else 0.0
     load = stage_seconds(bucket / placement.engine_tp, cluster.hbm_gbps / 2)  # read + write in HBM
     # the software cost of a bucket (stamp, enqueue, Python) is paid once, with its send
     send = options.bucket_overhead_s + SEND_COSTS[options.transport](bucket, cluster, placement, options)
