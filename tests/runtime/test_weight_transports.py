@@ -18,6 +18,7 @@ from rlxf.runtime.transports import Channel, endpoint
 from rlxf.runtime.transports import collective as collective_module
 from rlxf.runtime.transports.plan import StaleWeightsError, plan_buckets, read_stamp, stamp
 from rlxf.runtime.weight_sync import held_weights, sync_weights
+from tests.runtime.conftest import COMPARED, assert_same_run, run_recipe
 
 TRANSPORTS = ["object_store", "shared_memory", "collective"]
 
@@ -149,3 +150,11 @@ def test_collective_catches_a_torn_bucket(tiny_model, tokenizer, monkeypatch):
     monkeypatch.setattr(collective_module, "bucket_digest", tear_bucket_3)
     with pytest.raises(StaleWeightsError, match=r"collective: bucket 3 of \d+ at version 1 differs from the bytes"):
         sync_weights(actor, rollout, 1, cfg)
+
+
+@pytest.mark.parametrize("transport", ["shared_memory", "collective"])
+def test_a_rollout_in_a_child_process_syncs_over_the_transport(tmp_path, tiny_model_dir, embedded_rows, transport):
+    """runtime.kind=process: the trainer in this process, the engine in a child; the embedded run's numbers."""
+    rows = run_recipe(tmp_path, tiny_model_dir, transport, "runtime.kind=process", "runtime.process_roles=[rollout]",
+                      f"runtime.weight_sync.transport={transport}", *COMPARED)
+    assert_same_run(rows, embedded_rows)
