@@ -158,3 +158,17 @@ def test_a_rollout_in_a_child_process_syncs_over_the_transport(tmp_path, tiny_mo
     rows = run_recipe(tmp_path, tiny_model_dir, transport, "runtime.kind=process", "runtime.process_roles=[rollout]",
                       f"runtime.weight_sync.transport={transport}", *COMPARED)
     assert_same_run(rows, embedded_rows)
+
+
+def test_the_object_store_path_catches_a_dropped_and_a_partial_bucket():
+    from rlxf.runtime.weight_sync import WeightBuckets, pack_weights, unpack_weights
+
+    packed = pack_weights({"a": torch.ones(4), "b": torch.ones(6), "c": torch.ones(8)}, version=3, bucket_bytes=40)
+    assert [b.numel() for b in packed.buckets] == [10, 8]  # a + b (40 bytes), then c
+    dropped = WeightBuckets(3, packed.buckets[:1], packed.layout)
+    with pytest.raises(StaleWeightsError, match=r"bucket 1 of the version 3 weights holds no elements, c needs 8 "
+                                                r"\(1 buckets arrived\)"):
+        unpack_weights(dropped)
+    partial = WeightBuckets(3, [packed.buckets[0][:7], packed.buckets[1]], packed.layout)
+    with pytest.raises(StaleWeightsError, match="bucket 0 of the version 3 weights holds 7 elements, b needs 10"):
+        unpack_weights(partial)

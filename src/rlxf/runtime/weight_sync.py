@@ -48,12 +48,17 @@ def as_weight_buckets(plan: BucketPlan, buffers: list[torch.Tensor], version: in
 
 
 def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
-    """name -> a view into its bucket (no copy)."""
+    """name -> a view into its bucket (no copy); a bucket missing or too short for its tensors (a
+    dropped or partial transfer) raises ``StaleWeightsError`` naming it."""
     out = {}
     for name, (index, offset, shape) in packed.layout.items():
-        numel = 1
-        for dim in shape:
-            numel *= dim
+        numel = torch.Size(shape).numel()
+        if index >= len(packed.buckets) or packed.buckets[index].numel() < offset + numel:
+            held = packed.buckets[index].numel() if index < len(packed.buckets) else "no"
+            raise StaleWeightsError(
+                f"bucket {index} of the version {packed.version} weights holds {held} elements, {name} needs "
+                f"{offset + numel} ({len(packed.buckets)} buckets arrived): a dropped or partial transfer"
+            )
         out[name] = packed.buckets[index][offset: offset + numel].view(shape)
     return out
 

@@ -53,6 +53,7 @@ class Sender:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.plan: BucketPlan | None = None
+        self.region: torch.Tensor | None = None
         self.path = ""
         self._finalizer = None
 
@@ -97,7 +98,7 @@ class Sender:
         if self._finalizer is not None:
             self._finalizer()
             self._finalizer = None
-        self.plan, self.path = None, ""
+        self.plan, self.region, self.path = None, None, ""  # the mapping goes with the last reference
 
 
 def _unlink(path: str) -> None:
@@ -118,7 +119,7 @@ class Receiver:
         self._mapped: tuple[str, BucketPlan, list[torch.Tensor]] | None = None
 
     def _buffers(self, region: SharedRegion) -> list[torch.Tensor]:
-        key = region.path or repr(region.cuda_handle[1][:3])
+        key = region.path or repr(region.cuda_handle[1])  # the IPC handle itself: a new region, a new mapping
         if self._mapped is None or self._mapped[:2] != (key, region.plan):
             if region.cuda_handle is not None:
                 rebuild, args = region.cuda_handle
