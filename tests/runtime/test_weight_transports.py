@@ -4,6 +4,7 @@ the right version; stale, dropped and torn buckets and a stale engine are caught
 from __future__ import annotations
 
 import copy
+import uuid
 
 import pytest
 import torch
@@ -79,7 +80,7 @@ def test_the_unknown_transport_is_named():
 # -- shared memory: a region read after another version overwrote it, a bucket not rewritten, a torn one ----
 
 def _shared_pair(actor, bucket_bytes=2048, checksum=True):
-    channel = Channel("shared_memory", bucket_bytes, checksum)
+    channel = Channel("shared_memory", bucket_bytes, checksum, key=uuid.uuid4().hex)
     return endpoint(channel, "Sender"), endpoint(channel, "Receiver")
 
 
@@ -115,6 +116,21 @@ def test_shared_memory_catches_a_dropped_and_a_torn_bucket(tiny_model, tokenizer
         receiver.receive(rollout.engine, region, checksum=True)
     receiver.receive(rollout.engine, sender.send(actor.engine, 5), checksum=True)  # a clean sync still works
     assert rollout.version == 5
+
+
+def test_a_removed_region_is_made_again_and_a_new_channel_releases_the_old_one(tiny_model, tokenizer):
+    import os
+
+    actor, rollout = _roles(tiny_model, tokenizer)
+    sender, receiver = _shared_pair(actor)
+    first = sender.send(actor.engine, 1)
+    os.unlink(first.path)  # what the driver's clean-up does when its run ends; this process lives on
+    second = sender.send(actor.engine, 2)
+    assert second.path != first.path and os.path.exists(second.path)
+    receiver.receive(rollout.engine, second, checksum=True)
+    assert rollout.version == 2
+    _shared_pair(actor)  # the next run's channel in this process: the previous region goes
+    assert not os.path.exists(second.path) and sender.region is None
 
 
 # -- collective: the sender drops a bucket's new bytes, or tears one after hashing it --------------------------

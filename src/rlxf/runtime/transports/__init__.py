@@ -44,23 +44,25 @@ class Channel:
     rank: int = 0  # collective: 0 sends, 1.. receive
     world_size: int = 2
     timeout_s: float = 600.0
+    key: str = ""  # the driver-side transport's id: a new run (or trainer) gets new endpoints
 
 
 _ENDPOINTS: dict[tuple[Channel, str], object] = {}
 
 
 def endpoint(channel: Channel, side: str):
-    """This process's ``Sender`` or ``Receiver`` for ``channel`` (built once: groups, buffers, mappings persist)."""
+    """This process's ``Sender`` or ``Receiver`` for ``channel``, built once: groups, buffers and mappings
+    persist between syncs. One channel per transport and side lives in a process: a new one (the next
+    run in this process) releases the previous one's regions and buffers."""
     key = (channel, side)
     if key not in _ENDPOINTS:
+        for old in [k for k in _ENDPOINTS if k[1] == side and k[0].transport == channel.transport]:
+            _close(_ENDPOINTS.pop(old))
         _ENDPOINTS[key] = getattr(WEIGHT_TRANSPORTS.get(channel.transport), side)(channel)
     return _ENDPOINTS[key]
 
 
-def close_endpoints() -> None:
-    """Release this process's endpoints (shared regions, process groups)."""
-    for ep in _ENDPOINTS.values():
-        close = getattr(ep, "close", None)
-        if close is not None:
-            close()
-    _ENDPOINTS.clear()
+def _close(ep) -> None:
+    close = getattr(ep, "close", None)
+    if close is not None:
+        close()

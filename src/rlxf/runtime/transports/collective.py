@@ -18,6 +18,8 @@ from __future__ import annotations
 import datetime
 import pickle
 import threading
+import uuid
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -146,9 +148,8 @@ class CollectiveTransport:
         self.store = dist.TCPStore(host, 0, is_master=True, wait_for_workers=False,
                                    timeout=datetime.timedelta(seconds=cfg.timeout_s))
         self.sender = Channel("collective", int(cfg.bucket_mb * 2**20), cfg.checksum, host, self.store.port, 0, 2,
-                              cfg.timeout_s)
-        self.receiver = Channel("collective", self.sender.bucket_bytes, cfg.checksum, host, self.store.port, 1, 2,
-                                cfg.timeout_s)
+                              cfg.timeout_s, key=uuid.uuid4().hex)
+        self.receiver = replace(self.sender, rank=1)
 
     def sync(self, actor, rollout, version: int) -> dict:
         """The engine's receive runs in a thread of the driver while the trainer sends (both block)."""

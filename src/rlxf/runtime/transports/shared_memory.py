@@ -73,7 +73,7 @@ class Sender:
         tensors = trainer_tensors(engine)
         plan = plan_buckets(tensors, self.channel.bucket_bytes)
         sending = is_sending_rank()
-        if sending and plan != self.plan:
+        if sending and (plan != self.plan or (self.path and not os.path.exists(self.path))):
             self._allocate(plan, _device_of(tensors))
         buffers = _split(plan, self.region) if sending else []
         digests = []
@@ -150,7 +150,7 @@ class SharedMemoryTransport:
 
     def __init__(self, cfg) -> None:
         self.cfg = cfg
-        self.channel = Channel("shared_memory", int(cfg.bucket_mb * 2**20), cfg.checksum)
+        self.channel = Channel("shared_memory", int(cfg.bucket_mb * 2**20), cfg.checksum, key=uuid.uuid4().hex)
         self._regions: dict[str, weakref.finalize] = {}
 
     def sync(self, actor, rollout, version: int) -> dict:
