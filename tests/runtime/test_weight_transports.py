@@ -15,11 +15,14 @@ from rlxf.roles.actor import ActorRole
 from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.engine import build_engine
 from rlxf.runtime.config import WeightSyncConfig
+from rlxf.runtime.process_runtime import RoleProcessError
 from rlxf.runtime.transports import Channel, endpoint
 from rlxf.runtime.transports import collective as collective_module
 from rlxf.runtime.transports.plan import StaleWeightsError, plan_buckets, read_stamp, stamp
 from rlxf.runtime.weight_sync import held_weights, sync_weights
-from tests.runtime.conftest import COMPARED, assert_same_run, run_recipe
+from tests.runtime.conftest import COMPARED, assert_same_run, crash_rollout_in_step_2, run_recipe
+
+PROCESS = ("runtime.kind=process", "runtime.process_roles=[rollout]")
 
 TRANSPORTS = ["object_store", "shared_memory", "collective"]
 
@@ -171,8 +174,8 @@ def test_collective_catches_a_torn_bucket(tiny_model, tokenizer, monkeypatch):
 @pytest.mark.parametrize("transport", ["shared_memory", "collective"])
 def test_a_rollout_in_a_child_process_syncs_over_the_transport(tmp_path, tiny_model_dir, embedded_rows, transport):
     """runtime.kind=process: the trainer in this process, the engine in a child; the embedded run's numbers."""
-    rows = run_recipe(tmp_path, tiny_model_dir, transport, "runtime.kind=process", "runtime.process_roles=[rollout]",
-                      f"runtime.weight_sync.transport={transport}", *COMPARED)
+    rows = run_recipe(tmp_path, tiny_model_dir, transport, *PROCESS, f"runtime.weight_sync.transport={transport}",
+                      *COMPARED)
     assert_same_run(rows, embedded_rows)
 
 
@@ -188,3 +191,22 @@ def test_the_object_store_path_catches_a_dropped_and_a_partial_bucket():
     partial = WeightBuckets(3, [packed.buckets[0][:7], packed.buckets[1]], packed.layout)
     with pytest.raises(StaleWeightsError, match="bucket 0 of the version 3 weights holds 7 elements, b needs 10"):
         unpack_weights(partial)
+
+
+def test_a_restarted_rollout_process_gets_the_last_region_again(tmp_path, tiny_model_dir, embedded_rows, crash_marker,
+                                                                monkeypatch):
+    """The replayed receive re-reads the region, which still holds step 1's weights (stamps checked)."""
+    crash_rollout_in_step_2(crash_marker, monkeypatch)  # SIGKILL inside step 2's generate
+    rows = run_recipe(tmp_path, tiny_model_dir, "shm_restart", *PROCESS, "runtime.weight_sync.transport=shared_memory",
+                      *COMPARED)
+    assert not crash_marker.exists()  # the child did die
+    assert_same_run(rows, embedded_rows)
+
+
+def test_a_restarted_rollout_process_cannot_be_resent_weights_over_the_collective(tmp_path, tiny_model_dir,
+                                                                                  crash_marker, monkeypatch):
+    crash_rollout_in_step_2(crash_marker, monkeypatch)
+    with pytest.raises(RoleProcessError, match="sync 1 is being replayed into a restarted rollout engine, but the "
+                                               "collective transport cannot send those weights again"):
+        run_recipe(tmp_path, tiny_model_dir, "collective_restart", *PROCESS,
+                   "runtime.weight_sync.transport=collective")

@@ -19,13 +19,20 @@ import datetime
 import pickle
 import threading
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 import torch.distributed as dist
 
 from rlxf.runtime.transports import WEIGHT_TRANSPORTS, Channel
-from rlxf.runtime.transports.plan import BucketPlan, bucket_digest, check_stamps, fill_bucket, plan_buckets
+from rlxf.runtime.transports.plan import (
+    BucketPlan,
+    StaleWeightsError,
+    bucket_digest,
+    check_stamps,
+    fill_bucket,
+    plan_buckets,
+)
 from rlxf.runtime.transports.source import is_sending_rank, trainer_tensors, whole_bucket
 from rlxf.runtime.weight_sync import as_weight_buckets, load_and_verify
 
@@ -103,6 +110,16 @@ class Sender:
         return None
 
 
+@dataclass
+class SyncTicket:
+    """The engine's argument for one sync. The driver marks it delivered once the sync is done, and a
+    runtime that replays the call into a restarted engine sends the marked ticket: the engine then
+    refuses (nobody is broadcasting) instead of waiting ``timeout_s`` for a trainer that is not sending."""
+
+    sync: int
+    delivered: bool = False
+
+
 class Receiver:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -110,7 +127,13 @@ class Receiver:
         self.plan: BucketPlan | None = None
         self.buffers: list[torch.Tensor] = []
 
-    def receive(self, engine, sent, checksum: bool) -> dict:
+    def receive(self, engine, sent: SyncTicket, checksum: bool) -> dict:
+        if sent.delivered:
+            raise StaleWeightsError(
+                f"weight_sync.transport=collective: sync {sent.sync} is being replayed into a restarted rollout "
+                f"engine, but the collective transport cannot send those weights again (the trainer is not "
+                f"sending); use transport object_store or shared_memory where engines restart"
+            )
         if self.group is None:
             self.group = WeightGroup(self.channel, _device())
         version, plan = self.group.broadcast_object()
@@ -150,14 +173,16 @@ class CollectiveTransport:
         self.sender = Channel("collective", int(cfg.bucket_mb * 2**20), cfg.checksum, host, self.store.port, 0, 2,
                               cfg.timeout_s, key=uuid.uuid4().hex)
         self.receiver = replace(self.sender, rank=1)
+        self.syncs = 0
 
     def sync(self, actor, rollout, version: int) -> dict:
         """The engine's receive runs in a thread of the driver while the trainer sends (both block)."""
         outcome: dict = {}
+        ticket = SyncTicket(self.syncs + 1)
 
         def receive() -> None:
             try:
-                outcome["report"] = rollout.receive_weights(self.receiver, None, self.cfg.checksum)
+                outcome["report"] = rollout.receive_weights(self.receiver, ticket, self.cfg.checksum)
             except BaseException as err:  # re-raised below, in the driver's thread
                 outcome["error"] = err
 
@@ -167,4 +192,6 @@ class CollectiveTransport:
         thread.join()
         if "error" in outcome:
             raise outcome["error"]
+        self.syncs += 1
+        ticket.delivered = True  # the object a replay log keeps: a replay now says what it is
         return outcome["report"]
