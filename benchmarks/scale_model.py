@@ -91,8 +91,8 @@ def calibrate(paths: list[str]) -> dict[str, float]:
             nbytes = result["gigabytes"] * GB
             for transport, entry in result["transports"].items():
                 if "seconds_per_sync" in entry:
-                    points.setdefault(transport, []).append((math.ceil(nbytes / bucket), nbytes,
-                                                             entry["seconds_per_sync"]))
+                    messages = entry.get("buckets", math.ceil(nbytes / bucket))  # older runs: estimated
+                    points.setdefault(transport, []).append((messages, nbytes, entry["seconds_per_sync"]))
     out = dict(MEASURED)
     rate = {t: statistics.median(b / s / GB for _, b, s in p) for t, p in points.items()}
     out.update({key: rate[t] for t, key in (("collective", "gloo_gbps"), ("object_store", "object_store_gbps"))

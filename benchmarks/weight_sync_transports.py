@@ -9,7 +9,7 @@ trainer Ray actor (``ActorRole``); a rollout Ray actor (``RolloutRole``) holds a
 loaded tensors (``--engine-copies``: copies them into weights of its own, like the torch engine's
 ``load_state_dict``). Each sync is the run loop's own ``sync_weights`` over the transport, driver to
 both actors, one torch thread each, no checksum (stamps are always checked). Per model, dtype and
-transport: seconds per sync (median of ``--reps`` after a warm-up sync), GB/s of weight bytes, the
+transport: seconds per sync (median of ``--reps`` after a warm-up sync), buckets, GB/s of weight bytes, the
 peak extra resident memory of each actor over the transport's syncs (``VmHWM``, reset before each sync,
 minus the resident size before its first; pages of a shared region count on both sides), and the ratio
 to a one-thread copy of the same bytes in the trainer's process, run before each sync (``MemcpyFloor``:
@@ -175,10 +175,12 @@ def sync_times(actor, rollout, transport: str, nbytes: int, args) -> dict:
         copies.append(floor.seconds())
         for peak in peaks:
             peak.clear()
-        times.append(sync_weights(actor, rollout, version, cfg)["time/weight_sync_seconds"])
+        metrics = sync_weights(actor, rollout, version, cfg)
+        times.append(metrics["time/weight_sync_seconds"])
         extra = [peak.record() for peak in peaks]
     seconds, memcpy = statistics.median(times[1:]), statistics.median(copies[1:])
-    return {"seconds_per_sync": seconds, "gb_per_s": nbytes / 1e9 / seconds, "memcpy_seconds": memcpy,
+    return {"seconds_per_sync": seconds, "buckets": int(metrics["weight_sync/buckets"]),
+            "gb_per_s": nbytes / 1e9 / seconds, "memcpy_seconds": memcpy,
             "memcpy_gb_per_s": nbytes / 1e9 / memcpy, "over_memcpy": seconds / memcpy,
             "trainer_peak_extra_gb": extra[0] / 1e9, "engine_peak_extra_gb": extra[1] / 1e9, "all_seconds": times}
 
