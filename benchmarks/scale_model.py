@@ -41,7 +41,7 @@ from rlxf.runtime.sync_cost_model import (  # noqa: E402
 # rates of the object store and of the collective (gloo over loopback), and one bucket's software cost in
 # the collective path, which 67 buckets of 4 MiB vs 5 of 64 MiB could not resolve above the noise: the
 # 4 MiB run bounds it at 2 ms a bucket, and half of that bound is used.
-MEASURED = {"bucket_overhead_s": 1e-3, "object_store_gbps": 0.15, "gloo_gbps": 1.9}
+MEASURED = {"bucket_overhead_s": 1e-3, "object_store_gbps": 0.22, "gloo_gbps": 1.9}
 
 CLUSTERS = {
     # H100 SXM: 989 TFLOP/s dense bf16, 3.35 TB/s HBM3, NVLink 4 450 GB/s per direction, 400 Gb/s NIC per GPU
