@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_CONSTRAINT := constraints-cpu.txt
 
-.PHONY: train test test-slow lint bench setup clean
+.PHONY: train test test-slow lint bench setup clean chromium
 
 setup: $(STAMP)
 
@@ -14,7 +14,15 @@ $(STAMP): pyproject.toml $(PIP_CONSTRAINT)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) torch
 	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) -e '.[dev]'
+	$(MAKE) chromium
 	touch $(STAMP)
+
+# The studio's browser tests drive Debian's Chromium (Playwright never downloads a browser here). Where apt
+# is missing this step only warns, and the browser tests then fail unless RLXF_SKIP_BROWSER_TESTS=1.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || ( command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) ) || \
+	  echo "warning: no chromium (and no apt-get to install it): tests/studio browser tests will fail"
 
 train: $(STAMP)
 	$(BIN)/rlxf train $(ARGS)

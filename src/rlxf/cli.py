@@ -1,11 +1,12 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
-``rlxf algorithms``. Thin: parse, load config, call a loop."""
+``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``. Thin: parse, load config, call a loop."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -140,6 +141,49 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(ns: argparse.Namespace) -> int:
+    from rlxf.config import load_config
+    from rlxf.sweep.report import markdown_table, plot_band, summarize
+    from rlxf.sweep.runs import run_seeds
+
+    recipe, overrides = _split_recipe(ns.args)
+    load_config(recipe, overrides)  # a wrong key fails here, once, not in every seed's run
+    seeds = list(range(ns.first_seed, ns.first_seed + ns.seeds))
+    out = Path(ns.out)
+    runs = run_seeds(recipe, overrides, seeds, out, ns.metric, ns.parallel or (os.cpu_count() or 1))
+    summary = summarize(runs, ns.metric)
+    (out / "sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
+    table = markdown_table(summary)
+    (out / "sweep.md").write_text(table)
+    if summary["per_seed"] and not ns.no_plot:
+        plot_band(runs, ns.metric, out / "sweep.png", f"{recipe or 'default recipe'}: {len(seeds)} seeds")
+    print(table)
+    print(f"written: {out / 'sweep.json'}, {out / 'sweep.md'}" + ("" if ns.no_plot else f", {out / 'sweep.png'}"))
+    return 1 if summary["failed"] else 0
+
+
+def cmd_studio(ns: argparse.Namespace) -> int:
+    from rlxf.studio.limits import InputError
+
+    try:
+        if ns.export:
+            from rlxf.studio.export import export_campaign
+            from rlxf.studio.server import DB_NAME
+            from rlxf.studio.store import Store
+
+            print(json.dumps(export_campaign(Store(ns.db or Path(ns.runs_dir) / DB_NAME), int(ns.export[0]),
+                                             ns.export[1])))
+            return 0
+        try:
+            from rlxf.studio.server import serve
+        except ImportError as err:
+            raise ConfigError(f"studio: {err.name} is missing: pip install 'rlxf[studio]'") from None
+        serve(ns.runs_dir, ns.host, ns.port, ns.token, ns.db)
+    except InputError as err:
+        raise ConfigError(f"studio: {err}") from None
+    return 0
+
+
 def cmd_algorithms(ns: argparse.Namespace) -> int:
     from rlxf.algos import describe_presets
 
@@ -172,6 +216,24 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8088)
     serve.set_defaults(func=cmd_serve_reward)
+    sweep = sub.add_parser("sweep", help="run a recipe over several seeds; held-out metric per seed, mean ± std, worst")
+    sweep.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
+    sweep.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
+    sweep.add_argument("--first-seed", type=int, default=0)
+    sweep.add_argument("--parallel", type=int, default=0, help="runs at once, one thread each (default: cores)")
+    sweep.add_argument("--metric", default="eval/accuracy", help="held-out metric from metrics.jsonl")
+    sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
+    sweep.add_argument("--no-plot", action="store_true")
+    sweep.set_defaults(func=cmd_sweep)
+    studio = sub.add_parser("studio", help="local web app: watch runs, label preferences, train on the labels")
+    studio.add_argument("runs_dir", nargs="?", default="runs", help="folder of run directories (default: runs)")
+    studio.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
+    studio.add_argument("--port", type=int, default=8765)
+    studio.add_argument("--token", help="access token (any non-loopback bind needs one; made up when not given)")
+    studio.add_argument("--db", help="label store (default: RUNS_DIR/studio.sqlite)")
+    studio.add_argument("--export", nargs=2, metavar=("CAMPAIGN_ID", "OUT.jsonl"),
+                        help="write a campaign's preference JSONL and exit")
+    studio.set_defaults(func=cmd_studio)
     algos = sub.add_parser("algorithms", help="list the algorithm presets")
     algos.set_defaults(func=cmd_algorithms)
     return parser

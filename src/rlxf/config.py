@@ -123,7 +123,8 @@ class SFTConfig(Section):
 
 
 class PreferenceConfig(Section):
-    """The offline pair loops (``loop: dpo`` and ``loop: reward_model``); batch sizes count pairs."""
+    """The pair loops (``loop: dpo``, ``online_dpo`` and ``reward_model``); batch sizes count pairs
+    (``online_dpo``: prompts, each giving at most one pair)."""
 
     loss: PreferenceLossConfig = Field(default_factory=PreferenceLossConfig)  # dpo | ipo | cdpo | simpo
     steps: int = Field(100, ge=0)
@@ -161,7 +162,7 @@ class AsyncRLConfig(Section):
 
 
 class Config(Section):
-    loop: str = "rl"  # the controller: rl (synchronous on-policy), sft, dpo, reward_model; see rlxf.loops.LOOPS
+    loop: str = "rl"  # the controller: rl (synchronous on-policy), rl_async, sft, dpo, online_dpo, reward_model; see rlxf.loops.LOOPS
     seed: int = 0
     run_dir: str = "runs/default"
     threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = half the cores, at least 1 (loops/setup.default_threads)

@@ -2,7 +2,7 @@
 
 Layers, top to bottom (a module imports from its own layer or below):
 
-    cli -> loops (and ``rlxf.config``) -> roles / eval / envs -> rewards / rollout / train / runtime
+    cli, studio, sweep -> loops (and ``rlxf.config``) -> roles / eval / envs -> rewards / rollout / train / runtime
         -> models / data / algos / tracking -> batch, registry, awaitables
 
 ``rlxf.config`` is the assembled config tree: it checks every registry's names and every loop x engine
@@ -24,7 +24,7 @@ import rlxf
 
 SOURCE = Path(rlxf.__file__).parent
 LAYERS = {
-    "cli": 6,
+    "cli": 6, "studio": 6, "sweep": 6,
     "loops": 5, "config": 5,
     "roles": 4, "eval": 4, "envs": 4,
     "rewards": 3, "rollout": 3, "train": 3, "runtime": 3,

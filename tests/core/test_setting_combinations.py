@@ -17,10 +17,11 @@ ENGINES = ("torch", "hf", "vllm")
 RUNTIMES = ("embedded", "process", "ray")
 BACKENDS = ("single", "fsdp2", "deepspeed")
 COMBINATIONS = list(itertools.product(LOOPS, ENGINES, RUNTIMES, BACKENDS))
-OFFLINE = {"sft", "dpo", "reward_model"}
+OFFLINE = {"sft", "dpo", "reward_model", "online_dpo"}
 PAIRS = ["data.task=arithmetic_preferences", "data.task_args={digits: 2, b_digits: 1}", "preference.steps=1",
          "preference.batch_size=8", "preference.micro_batch_size=4"]
-LOOP_OVERRIDES = {"sft": ["sft.steps=1"], "dpo": PAIRS, "reward_model": PAIRS, "rl": [], "rl_async": []}
+LOOP_OVERRIDES = {"sft": ["sft.steps=1"], "dpo": PAIRS, "reward_model": PAIRS, "rl": [], "rl_async": [],
+                  "online_dpo": ["preference.steps=1", "preference.batch_size=8", "preference.micro_batch_size=4"]}
 
 
 def expected_refusal(loop: str, engine: str, runtime: str, backend: str) -> tuple[str, str] | None:

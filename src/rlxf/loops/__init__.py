@@ -17,6 +17,7 @@ LOOP_MODULES = {
     "rl_async": "rlxf.loops.rl_async",
     "sft": "rlxf.loops.sft_loop",
     "dpo": "rlxf.loops.dpo",
+    "online_dpo": "rlxf.loops.online_dpo",
     "reward_model": "rlxf.loops.reward_model",
 }
 
@@ -37,7 +38,8 @@ class LoopNeeds:
     why: str = ""  # said in every refusal
 
 
-# The offline loops train one model in this process with the single-process engine.
+# The offline loops (and online DPO, which runs on them) train one model in this process with the
+# single-process engine.
 _OFFLINE = LoopNeeds(runtimes=frozenset({"embedded"}), backends=frozenset({"single"}),
                      why="it trains one model in this process")
 LOOP_NEEDS: dict[str, LoopNeeds] = {
@@ -49,6 +51,7 @@ LOOP_NEEDS: dict[str, LoopNeeds] = {
     "sft": _OFFLINE,
     "dpo": _OFFLINE,
     "reward_model": _OFFLINE,
+    "online_dpo": _OFFLINE,  # samples its pairs itself, but trains through the offline loop (one process)
 }
 
 

@@ -44,6 +44,7 @@ class Objective:
     evaluate: Callable[[], dict[str, float]]  # held-out metrics, ``eval/accuracy`` first among them
     save_model: Callable[[Path], None]  # write the model into a folder
     model_name: str = "policy"
+    step_metrics: Callable[[], dict[str, float]] | None = None  # logged after each step (e.g. online counts)
 
 
 # (config, context, checkpoint to resume from or None, run dir, write) -> Objective
@@ -128,6 +129,8 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         step_start = time.perf_counter()
         micro_batches, loss_of = objective.step_inputs(stream.take(objective.batch_size))
         metrics = {f"train/{k}": v for k, v in engine.optimizer_step(micro_batches, loss_of).items()}
+        if objective.step_metrics is not None:
+            metrics.update({f"train/{k}": v for k, v in objective.step_metrics().items()})
         if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
             state.last_eval = objective.evaluate()
             metrics.update(state.last_eval)

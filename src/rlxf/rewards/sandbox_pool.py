@@ -173,118 +173,120 @@ class Job:
         self.ours, self.theirs = [], []
 
     def run(self, t0: float) -> tuple[SandboxResult, CheckReport | None]:
-        limits, zygote = self.limits, self.zygote
+        self._send()
+        self.sel = selectors.DefaultSelector()
+        self.bufs = {fd: bytearray() for fd in self.out_fds.values()}
+        self.caps = {self.out_fds["stdout"]: None, self.out_fds["stderr"]: None}  # None: the shared output cap
+        self.caps.update({self.out_fds[k]: cap for k, cap in (("report", _CHECK_REPORT_CAP),
+                                                              ("checker_stderr", _CHECKER_STDERR_CAP))
+                          if k in self.out_fds})
+        self.total, self.killed = 0, None
+        self.seen: set[tuple[int, int]] = set()
+        for fd, event in [*((fd, selectors.EVENT_READ) for fd in self.bufs),
+                          *((fd, selectors.EVENT_WRITE) for fd in self.writes)]:
+            os.set_blocking(fd, False)
+            self.sel.register(fd, event)
+        self.sel.register(self.zygote.sock, selectors.EVENT_READ)
+        try:
+            reply = self._pump(t0)
+            self._drain()
+        finally:
+            self.sel.close()
+            sweep(self.seen)
+        return self._results(reply, t0)
+
+    def _send(self) -> None:
         roles = ["candidate", "checker"] if self.checks is not None else ["candidate"]
-        job = {"roles": roles, "serve": self.checks is not None, "uids": self.uids,
-               "limits": {**limits.__dict__}}
-        socket.send_fds(zygote.sock, [json.dumps(job).encode()], self.theirs)
+        job = {"roles": roles, "serve": self.checks is not None, "uids": self.uids, "limits": {**self.limits.__dict__}}
+        socket.send_fds(self.zygote.sock, [json.dumps(job).encode()], self.theirs)
         for fd in self.theirs:
             os.close(fd)
         self.theirs = []
-        sel = selectors.DefaultSelector()
-        bufs = {fd: bytearray() for fd in self.out_fds.values()}
-        caps = {self.out_fds["stdout"]: None, self.out_fds["stderr"]: None}
-        caps.update({self.out_fds[k]: cap for k, cap in (("report", _CHECK_REPORT_CAP),
-                                                         ("checker_stderr", _CHECKER_STDERR_CAP)) if k in self.out_fds})
-        for fd in bufs:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ)
-        for fd in self.writes:
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_WRITE)
-        sel.register(zygote.sock, selectors.EVENT_READ)
-        deadline = t0 + limits.wall_seconds + _GRACE
-        next_scan = t0 + _SCAN_INTERVAL
-        total, truncated, killed, reply = 0, False, None, None
-        seen: set[tuple[int, int]] = set()
-        try:
-            while reply is None:
-                now = time.monotonic()
-                if now >= deadline:
-                    zygote.close()  # it stopped answering: start a fresh one next time
-                    reply = {"error": "the sandbox did not finish the run"}
-                    break
-                if now >= next_scan:
-                    next_scan = now + _SCAN_INTERVAL
-                    table = PROCS.get()
-                    inner = zygote.proc.pid if zygote.mode == "basic" else None  # else unshare's child
-                    seen.update((p, table[p][1]) for p in descendants(zygote.proc.pid, table)
-                                if p != inner and not (inner is None and table[p][0] == zygote.proc.pid))
-                for key, _ in sel.select(min(0.25, deadline - now)):
-                    fd = key.fd
-                    if fd == zygote.sock.fileno():
-                        data = zygote.sock.recv(65536)
-                        reply = json.loads(data) if data else {"error": "the sandbox process died"}
-                        if not data:
-                            zygote.close()
-                        break
-                    if fd in self.writes:
-                        try:
-                            sent = os.write(fd, self.writes[fd][:65536])
-                        except BlockingIOError:
-                            sent = 0
-                        except BrokenPipeError:  # the reader is gone (the run ended): drop the rest
-                            sent = len(self.writes[fd])
-                        self.writes[fd] = self.writes[fd][sent:]
-                        if not self.writes[fd]:
-                            sel.unregister(fd)
-                            os.close(fd)
-                            self.ours.remove(fd)
-                            del self.writes[fd]
-                        continue
-                    try:
-                        data = os.read(fd, 65536)
-                    except BlockingIOError:
-                        continue
-                    if not data:
-                        sel.unregister(fd)
-                        continue
-                    cap = caps[fd]
-                    if cap is None:  # the candidate's output, capped in total
-                        room = limits.max_output_bytes - total
-                        bufs[fd] += data[: max(room, 0)]
-                        total += len(data)
-                        if total > limits.max_output_bytes and killed is None:
-                            truncated, killed = True, "output_limit"
-                            zygote.sock.send(json.dumps({"kill": killed}).encode())
-                    else:
-                        bufs[fd] += data[: max(cap - len(bufs[fd]), 0)]
-            self._drain(sel, bufs, caps, limits, total)
-        finally:
-            sel.close()
-            sweep(seen)
-        return self._results(reply, bufs, truncated, killed, seen, t0)
 
-    def _drain(self, sel, bufs, caps, limits, total) -> None:
+    def _pump(self, t0: float) -> dict:
+        """Feed the pipes and read them until the zygote replies (or stops answering)."""
+        zygote = self.zygote
+        deadline = t0 + self.limits.wall_seconds + _GRACE
+        next_scan = t0 + _SCAN_INTERVAL
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                zygote.close()  # it stopped answering: start a fresh one next time
+                return {"error": "the sandbox did not finish the run"}
+            if now >= next_scan:
+                next_scan = now + _SCAN_INTERVAL
+                self._record_pids()
+            for key, _ in self.sel.select(min(0.25, deadline - now)):
+                if key.fd == zygote.sock.fileno():
+                    data = zygote.sock.recv(65536)
+                    if not data:
+                        zygote.close()
+                        return {"error": "the sandbox process died"}
+                    return json.loads(data)
+                if key.fd in self.writes:
+                    self._write(key.fd)
+                elif self._read(key.fd) and self.killed is None:
+                    self.killed = "output_limit"
+                    zygote.sock.send(json.dumps({"kill": self.killed}).encode())
+
+    def _record_pids(self) -> None:
+        """Host pids of the run's processes, so that the parent can check none outlives it."""
+        table = PROCS.get()
+        root = self.zygote.proc.pid
+        inner = root if self.zygote.mode == "basic" else None  # else the zygote is unshare's child
+        self.seen.update((p, table[p][1]) for p in descendants(root, table)
+                         if p != inner and not (inner is None and table[p][0] == root))
+
+    def _write(self, fd: int) -> None:
+        try:
+            sent = os.write(fd, self.writes[fd][:65536])
+        except BlockingIOError:
+            sent = 0
+        except BrokenPipeError:  # the reader is gone (the run ended): drop the rest
+            sent = len(self.writes[fd])
+        self.writes[fd] = self.writes[fd][sent:]
+        if not self.writes[fd]:
+            self.sel.unregister(fd)
+            os.close(fd)
+            self.ours.remove(fd)
+            del self.writes[fd]
+
+    def _read(self, fd: int) -> bool:
+        """Read what is there into the fd's buffer, within its cap; True once the candidate's output
+        (stdout and stderr together) is over ``max_output_bytes``."""
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not data:
+            self.sel.unregister(fd)
+            return False
+        cap = self.caps[fd]
+        if cap is None:
+            self.bufs[fd] += data[: max(self.limits.max_output_bytes - self.total, 0)]
+            self.total += len(data)
+            return self.total > self.limits.max_output_bytes
+        self.bufs[fd] += data[: max(cap - len(self.bufs[fd]), 0)]
+        return False
+
+    def _drain(self) -> None:
         """Read what the runs wrote before they ended (their write ends are closed by now)."""
         end = time.monotonic() + 1.0
         while time.monotonic() < end:
-            readable = [k.fd for k in sel.get_map().values() if k.fd in bufs]
+            readable = [k.fd for k in self.sel.get_map().values() if k.fd in self.bufs]
             if not readable:
                 return
             for fd in readable:
-                try:
-                    data = os.read(fd, 65536)
-                except BlockingIOError:
-                    data = None
-                if data is None:
-                    continue
-                if not data:
-                    sel.unregister(fd)
-                    continue
-                room = (limits.max_output_bytes - total) if caps[fd] is None else caps[fd] - len(bufs[fd])
-                bufs[fd] += data[: max(room, 0)]
-                if caps[fd] is None:
-                    total += len(data)
+                self._read(fd)
 
-    def _results(self, reply, bufs, truncated, killed, seen, t0) -> tuple[SandboxResult, CheckReport | None]:
-        text = lambda key: bufs[self.out_fds[key]].decode("utf-8", errors="replace")  # noqa: E731
+    def _results(self, reply: dict, t0: float) -> tuple[SandboxResult, CheckReport | None]:
+        text = lambda key: self.bufs[self.out_fds[key]].decode("utf-8", errors="replace")  # noqa: E731
         error = reply.get("error")
         roles = reply.get("roles", {})
         cand = roles.get("candidate", {})
         status, reason = cand.get("status"), cand.get("reason")
         returncode = os.waitstatus_to_exitcode(status) if status is not None else None
-        reason = killed or reason
+        reason = self.killed or reason
         if error is not None:
             reason = "sandbox_error"
         elif returncode is None and reason is None and self.checks is None:
@@ -300,16 +302,16 @@ class Job:
         result = SandboxResult(
             returncode=returncode, stdout=text("stdout"), stderr=text("stderr"),
             timed_out=reason in ("wall_timeout", "cpu_limit"), killed_reason=reason,
-            wall_seconds=time.monotonic() - t0, output_truncated=truncated,
+            wall_seconds=time.monotonic() - t0, output_truncated=self.total > self.limits.max_output_bytes,
             isolation=self.zygote.layers + tuple(self._uid_layers()), error=error,
-            pids=tuple(sorted(p for p, _ in seen)),
+            pids=tuple(sorted(p for p, _ in self.seen)),
         )
         if self.checks is None:
             return result, None
         report = CheckReport(stderr=text("checker_stderr"))
         checker = roles.get("checker", {})
         try:
-            report.results = [(bool(p), e) for p, e in json.loads(bufs[self.out_fds["report"]] or b"null")["results"]]
+            report.results = [(bool(p), e) for p, e in json.loads(self.bufs[self.out_fds["report"]] or b"null")["results"]]
         except (ValueError, TypeError, KeyError):
             why = error or checker.get("reason") or f"status {checker.get('status')}"
             report.error = f"the checker gave no verdict ({why}): {report.stderr[-300:]}".strip()

@@ -8,6 +8,7 @@ import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
+from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
@@ -43,6 +44,10 @@ class ActorRole:
     def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
         """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
         return pack_weights(self.engine.full_state_dict(), version, bucket_bytes)
+
+    def send_weights(self, version: int, channel):
+        """Send the weights over ``channel``'s transport (runtime/transports/); every trainer rank calls it."""
+        return endpoint(channel, "Sender").send(self.engine, version)
 
     def save_checkpoint(self, out_dir: Path) -> None:
         """``policy/`` (loads with AutoModelForCausalLM) and ``actor.optimizer.*`` into ``out_dir``."""

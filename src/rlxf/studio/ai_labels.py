@@ -1,0 +1,56 @@
+"""AI verdicts on a campaign's pairs: any rlxf reward scores both responses, the higher one is preferred.
+
+The reward is the recipe's (``reward.function`` + ``reward.kwargs``: the ``judge`` on the built-in engine
+or an OpenAI-compatible endpoint, a rule) or a trained reward model (``reward_model`` with its path).
+Scores closer than ``tie_margin`` make a tie. Each pair's row metadata (e.g. ``answer``) reaches the
+reward, exactly as in training. Verdicts are stored under the judge's name, one per pair (re-judging
+replaces them).
+"""
+
+from __future__ import annotations
+
+import json
+
+from rlxf.studio.store import Store, now
+
+
+def verdict_from_scores(first: float, second: float, tie_margin: float = 0.0) -> str:
+    if first - second > tie_margin:
+        return "first"
+    if second - first > tie_margin:
+        return "second"
+    return "tie"
+
+
+def reward_from_recipe(recipe: str | None, overrides: list[str]):
+    """(a name for the judge, the recipe's reward object)."""
+    from rlxf.config import load_config
+    from rlxf.rewards.registry import build_reward
+
+    section = load_config(recipe, overrides).reward
+    return section.function, build_reward(section.function, section.kwargs)
+
+
+def label_with_reward(store: Store, campaign_id: int, reward, judge: str, tie_margin: float = 0.0,
+                      batch_size: int = 64) -> int:
+    """Score every pair of the campaign with ``reward``; store the verdicts as ``judge``. Returns the count."""
+    pairs = store.query("SELECT id, prompt, first, second, meta FROM pairs WHERE campaign_id = ? ORDER BY position",
+                        (campaign_id,))
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start: start + batch_size]
+        rows = [json.loads(p["meta"]).get("prompt_row", {}) for p in chunk]
+        prompts = [p["prompt"] for p in chunk]
+        scores = reward.score(prompts + prompts, [p["first"] for p in chunk] + [p["second"] for p in chunk],
+                              rows + rows).scores
+        half = len(chunk)
+        with store.transaction() as db:
+            db.executemany(
+                """INSERT INTO ai_labels (campaign_id, pair_id, judge, verdict, score_first, score_second, created)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT (pair_id, judge) DO UPDATE SET verdict = excluded.verdict,
+                     score_first = excluded.score_first, score_second = excluded.score_second,
+                     created = excluded.created""",
+                [(campaign_id, p["id"], judge, verdict_from_scores(a, b, tie_margin), a, b, now())
+                 for p, a, b in zip(chunk, scores[:half], scores[half:])],
+            )
+    return len(pairs)

@@ -1,0 +1,26 @@
+"""Serving the studio with uvicorn: loopback unless told otherwise, and then only with a token."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import uvicorn
+
+from rlxf.studio.app import StudioSettings, make_app
+from rlxf.studio.security import token_for_bind
+
+DB_NAME = "studio.sqlite"
+
+
+def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
+          db_path: str | Path | None = None, print_fn=print) -> None:
+    runs_dir = Path(runs_dir)
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    token = token_for_bind(host, token)
+    settings = StudioSettings(runs_dir=runs_dir, db_path=Path(db_path) if db_path else runs_dir / DB_NAME,
+                              token=token)
+    app = make_app(settings)
+    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
+    print_fn(f"rlxf studio: runs in {runs_dir}, labels in {settings.db_path}\nopen {url}")
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)

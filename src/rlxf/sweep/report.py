@@ -1,0 +1,80 @@
+"""A sweep's numbers: per seed initial / final / best held-out metric, mean and standard deviation over
+seeds, the worst seed's gain, as JSON, a markdown table and a PNG of the curves with a band."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from rlxf.sweep.runs import SeedRun
+
+
+def _mean_std(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0}
+
+
+def summarize(runs: list[SeedRun], metric: str) -> dict:
+    done = [r for r in runs if r.ok]
+    rows = [{"seed": r.seed, "initial": r.initial, "final": r.final, "best": r.best[1], "best_step": r.best[0],
+             "gain": r.final - r.initial, "wall_seconds": round(r.wall_seconds, 1)} for r in done]
+    out = {
+        "metric": metric,
+        "seeds": [r.seed for r in runs],
+        "per_seed": rows,
+        "failed": [{"seed": r.seed, "returncode": r.returncode, "log": str(r.run_dir.parent / f"seed_{r.seed}.log")}
+                   for r in runs if not r.ok],
+    }
+    if rows:
+        for key in ("initial", "final", "best", "gain"):
+            out[key] = _mean_std([row[key] for row in rows])
+        worst = min(rows, key=lambda row: row["gain"])
+        out["worst_seed"] = {"seed": worst["seed"], "gain": worst["gain"]}
+        out["every_seed_improved"] = all(row["gain"] > 0 for row in rows) and not out["failed"]
+        out["wall_seconds"] = round(sum(row["wall_seconds"] for row in rows), 1)
+    return out
+
+
+def markdown_table(summary: dict) -> str:
+    lines = [f"metric: `{summary['metric']}`", "",
+             "| seed | initial | final | best (step) | gain |", "|---|---|---|---|---|"]
+    for row in summary["per_seed"]:
+        lines.append(f"| {row['seed']} | {row['initial']:.3f} | {row['final']:.3f} | {row['best']:.3f} "
+                     f"({row['best_step']}) | {row['gain']:+.3f} |")
+    if summary["per_seed"]:
+        ms = lambda k: f"{summary[k]['mean']:.3f} ± {summary[k]['std']:.3f}"  # noqa: E731
+        lines.append(f"| **mean ± std** | {ms('initial')} | {ms('final')} | {ms('best')} | "
+                     f"{summary['gain']['mean']:+.3f} ± {summary['gain']['std']:.3f} |")
+        lines += ["", f"worst seed: {summary['worst_seed']['seed']} (gain {summary['worst_seed']['gain']:+.3f}); "
+                      f"every seed improved: {summary['every_seed_improved']}"]
+    for failed in summary["failed"]:
+        lines.append(f"seed {failed['seed']} failed (exit {failed['returncode']}): see {failed['log']}")
+    return "\n".join(lines) + "\n"
+
+
+def plot_band(runs: list[SeedRun], metric: str, out: Path, title: str) -> Path:
+    """Each seed's curve thin, the mean over seeds thick, ± one standard deviation shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    done = [r for r in runs if r.ok]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for r in done:
+        ax.plot(*zip(*r.curve), color="tab:blue", alpha=0.3, linewidth=1)
+    steps = sorted({s for r in done for s, _ in r.curve if all(s in dict(x.curve) for x in done)})
+    if steps:
+        mean = [statistics.fmean(dict(r.curve)[s] for r in done) for s in steps]
+        std = [statistics.stdev(dict(r.curve)[s] for r in done) if len(done) > 1 else 0.0 for s in steps]
+        ax.plot(steps, mean, color="tab:blue", linewidth=2.5, label=f"mean of {len(done)} seeds")
+        ax.fill_between(steps, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)],
+                        color="tab:blue", alpha=0.15, label="± 1 std")
+    ax.set_xlabel("step")
+    ax.set_ylabel(metric)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(out)
+    plt.close(fig)
+    return out
