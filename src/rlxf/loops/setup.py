@@ -18,6 +18,7 @@ from rlxf.roles.reward import RewardRole
 from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.engine import build_engine
 from rlxf.rollout.sampling import SamplingParams
+from rlxf.train.process_group import SINGLE_PROCESS_BACKENDS
 
 
 def pick_device(name: str) -> str:
@@ -77,7 +78,11 @@ def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
 
 def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
     """In this process the engine decodes with the policy's own weights (no extra copy for the generic
-    decoder; the fast decoder keeps its own fused layout); on Ray the actor gets its own copy."""
+    decoder; the fast decoder keeps its own fused layout); on Ray the actor gets its own copy. A
+    data-parallel backend (fsdp2, deepspeed) reshapes the trainer's module in place (DTensor shards,
+    ZeRO-3 partitions), so the engine then decodes with a copy of its own."""
+    if config.train.backend not in SINGLE_PROCESS_BACKENDS:
+        policy = frozen_copy(policy)
     engine = build_engine(
         config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id, config.rollout.engine_options
     )
