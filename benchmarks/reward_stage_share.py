@@ -32,6 +32,17 @@ def stage_means(metrics_file: Path) -> dict[str, float]:
     return {k: sum(r.get(k, 0.0) for r in steps) / len(steps) for k in keys}
 
 
+def run_recipe_steps(recipe: str, steps: int, overrides: list[str]) -> dict[str, float]:
+    """Run ``steps`` steps of ``recipe`` (short SFT warm-up, no checkpoints) and return its stage means."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        config = load_config(recipe, [
+            f"run_dir={run_dir}", f"train.steps={steps}", "sft.steps=20", "data.eval_size=64", "checkpoint.every=0",
+            "logging.progress_bar=false", "logging.sinks=[jsonl]", *overrides,
+        ])
+        get_loop(config.loop)(config, write=lambda _: None)
+        return stage_means(next(Path(run_dir).rglob("metrics.jsonl")))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
@@ -40,13 +51,7 @@ def main() -> None:
     has_recipe = bool(ns.args) and "=" not in ns.args[0]
     ns.recipe = ns.args[0] if has_recipe else str(RECIPES / "reasoning_gym.yaml")
     ns.overrides = ns.args[1:] if has_recipe else ns.args
-    with tempfile.TemporaryDirectory() as run_dir:
-        overrides = [f"run_dir={run_dir}", f"train.steps={ns.steps}", "sft.steps=20", "eval.every=1",
-                     "data.eval_size=64", "checkpoint.every=0", "logging.progress_bar=false",
-                     "logging.sinks=[jsonl]", *ns.overrides]
-        config = load_config(ns.recipe, overrides)
-        get_loop(config.loop)(config, write=lambda _: None)
-        means = stage_means(next(Path(run_dir).rglob("metrics.jsonl")))
+    means = run_recipe_steps(ns.recipe, ns.steps, ["eval.every=1", *ns.overrides])
     emit({"recipe": Path(ns.recipe).name, "overrides": ns.overrides, "steps_measured": ns.steps - 1,
           "seconds": {k: round(v, 4) for k, v in means.items()},
           "reward_share_of_step": round(means.get("time/reward", 0.0) / means["time/step"], 4),
