@@ -4,7 +4,8 @@
 
 For each reward and batch size: seconds per batch and per sample and samples/s on one core (the reward
 as configured, one thread) and on N cores (rule rewards through ``function: parallel`` over N processes;
-the reward model with N torch threads; the judge and remote rewards with N requests in flight), and
+the code sandbox with N programs at once; the reward model and the judge's engine with N torch threads;
+the remote reward with N requests in flight), and
 ``share_of_default_step``: the single-core cost of scoring one default step's samples (prompts_per_step
 x n_samples) over the default recipe's measured step time (``time/step``, run in the same process
 first). Prints JSON. Samples are made-up trajectories of each reward's task, half right and half wrong.
@@ -33,8 +34,6 @@ from rlxf.rewards.registry import build_reward  # noqa: E402
 
 Samples = tuple[list[str], list[str], list[dict]]
 
-MATH_CASES = [("\\boxed{\\frac{1}{2}}", "1/2"), ("so \\boxed{0.5}", "\\frac{1}{2}"), ("\\boxed{2\\sqrt{2}}", "\\sqrt{8}"),
-              ("\\boxed{x^2+2x+1}", "(x+1)^2"), ("the answer is 7", "8"), ("<answer>12</answer>", "12")]
 REASONING_GYM_DATASETS = ("basic_arithmetic", "chain_sum", "spell_backward", "word_sorting", "leg_counting")
 
 
@@ -45,9 +44,21 @@ def arithmetic_samples(n: int) -> Samples:
     return prompts, responses, [{"answer": a, "stopped": i % 3 != 0} for i, a in enumerate(answers)]
 
 
-def math_samples(n: int) -> Samples:
-    cases = [MATH_CASES[i % len(MATH_CASES)] for i in range(n)]
-    return ["Solve."] * n, [c[0] for c in cases], [{"answer": c[1]} for c in cases]
+def numeric_math_samples(n: int) -> Samples:
+    """GSM8K-like: integer references, one per group of 8; half the answers right, the rest off by 1-7."""
+    refs = [10 * (i // 8) + 3 for i in range(n)]
+    responses = [f"so the total is \\boxed{{{r if i % 2 == 0 else r + i % 8}}}" for i, r in enumerate(refs)]
+    return ["Solve."] * n, responses, [{"answer": str(r)} for r in refs]
+
+
+def latex_math_samples(n: int) -> Samples:
+    """MATH-like: a fraction per group of 8, answered in eight forms (equivalent LaTeX, decimal, root,
+    wrong, symbolic) so that most samples need math-verify's parser and some its simplifier."""
+    def forms(g: int) -> list[str]:
+        return [f"\\frac{{{2 * g + 2}}}{{4}}", f"{(g + 1) / 2}", f"\\dfrac{{{g + 1}}}{{2}}", f"\\frac{{{g}}}{{2}}",
+                f"\\sqrt{{{(g + 1) ** 2}}}/2", f"x+{g}", f"{g + 1}/2", "\\frac{1}{3}"]
+    responses = [f"\\boxed{{{forms(i // 8)[i % 8]}}}" for i in range(n)]
+    return ["Solve."] * n, responses, [{"answer": f"\\frac{{{i // 8 + 1}}}{{2}}"} for i in range(n)]
 
 
 def reasoning_gym_samples(dataset: str) -> Callable[[int], Samples]:
@@ -90,9 +101,14 @@ def reward_table(models: tuple[str, str], server_url: str) -> dict[str, dict]:
     rm_path, judge_path = models
     table = {
         "arithmetic": {"spec": {"function": "arithmetic"}, "samples": arithmetic_samples, "kind": "rule"},
-        "math (fallback only)": {"spec": {"function": "math", "kwargs": {"use_math_verify": False}},
-                                 "samples": math_samples, "kind": "rule"},
-        "math (math-verify)": {"spec": {"function": "math"}, "samples": math_samples, "kind": "rule"},
+        "math (numeric answers, fallback only)": {"spec": {"function": "math", "kwargs": {"use_math_verify": False}},
+                                                  "samples": numeric_math_samples, "kind": "rule"},
+        "math (numeric answers, math-verify)": {"spec": {"function": "math"}, "samples": numeric_math_samples,
+                                                "kind": "rule"},
+        "math (LaTeX answers, fallback only)": {"spec": {"function": "math", "kwargs": {"use_math_verify": False}},
+                                                "samples": latex_math_samples, "kind": "rule"},
+        "math (LaTeX answers, math-verify)": {"spec": {"function": "math"}, "samples": latex_math_samples,
+                                              "kind": "rule"},
         "format": {"spec": {"function": "format", "kwargs": {"pattern": r"\s*-?\d+\s*", "max_tokens": 6,
                                                                "overlong_buffer": 2}},
                    "samples": arithmetic_samples, "kind": "rule"},
@@ -133,12 +149,21 @@ def multi_core_reward(entry: dict, workers: int):
         return ParallelReward(entry["spec"], workers=workers)
     if entry["kind"] == "io":
         return ParallelReward(entry["spec"], workers=workers, executor="thread")
-    return None  # torch rewards: more intra-op threads; the sandbox already runs its jobs in parallel
+    if entry["kind"] == "sandbox":
+        return build_reward(entry["spec"]["function"], {**(entry["spec"].get("kwargs") or {}), "max_workers": workers})
+    return None  # torch rewards: more intra-op threads
+
+
+def one_core_reward(entry: dict):
+    kwargs = dict(entry["spec"].get("kwargs") or {})
+    if entry["kind"] == "sandbox":
+        kwargs["max_workers"] = 1  # the sandbox's own pool: one program at a time
+    return build_reward(entry["spec"]["function"], kwargs)
 
 
 def measure(entry: dict, batch: int, workers: int, reps: int) -> dict[str, float]:
     samples = entry["samples"](batch)
-    single = build_reward(entry["spec"]["function"], entry["spec"].get("kwargs"))
+    single = one_core_reward(entry)
     torch.set_num_threads(1)
     one = time_call(lambda: call_reward(single, *samples), reps)
     multi = multi_core_reward(entry, workers)
@@ -147,7 +172,8 @@ def measure(entry: dict, batch: int, workers: int, reps: int) -> dict[str, float
         many = time_call(lambda: call_reward(single, *samples), reps)
     else:
         many = time_call(lambda: call_reward(multi, *samples), reps)
-        multi.close()
+        if hasattr(multi, "close"):
+            multi.close()
     torch.set_num_threads(1)
     return {"batch_seconds_1core": one, "us_per_sample_1core": one / batch * 1e6, "samples_per_s_1core": batch / one,
             f"batch_seconds_{workers}core": many, f"samples_per_s_{workers}core": batch / many,

@@ -42,7 +42,7 @@ def server_url():
     server.stop()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=bodies)
 @example(body={"prompts": ["a", "b"], "responses": ["bb", ""], "metadata": [{}, {"k": [1]}]})
 @example(body={"prompts": ["a"], "responses": ["bb", "c"]})
