@@ -209,3 +209,12 @@ def test_openapi_schema_describes_the_score_request(serve):
     assert request["required"] == ["prompts", "responses"] and set(request["properties"]) == {
         "prompts", "responses", "metadata"}
     assert {"400", "413", "504"} <= set(spec["paths"]["/score"]["post"]["responses"])
+
+
+def test_listening_socket_disables_nagle(serve):
+    # Without TCP_NODELAY a kept-alive connection waits ~40 ms per reply (uvicorn writes the headers
+    # and the body apart; the client delays its ACK): measured 45 ms -> 0.8 ms per request.
+    import socket
+
+    server = serve()
+    assert server.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
