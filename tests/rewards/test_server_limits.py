@@ -218,3 +218,24 @@ def test_listening_socket_disables_nagle(serve):
 
     server = serve()
     assert server.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+def test_the_command_serves_and_stops_gracefully_on_sigterm():
+    import signal
+
+    server = subprocess.Popen([sys.executable, "-m", "rlxf.cli", "serve-reward", "--port", "0", "--max-batch", "2"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("serving reward 'arithmetic' on http://127.0.0.1:"), line
+        url = line.split()[4]
+        reply = httpx.post(f"{url}/score", json={"prompts": ["1+1="], "responses": ["2"], "metadata": [{"answer": "2"}]})
+        assert reply.json()["scores"] == [1.1]
+        assert httpx.post(f"{url}/score", json=body(3)).status_code == 413  # --max-batch reached the server
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+    finally:
+        if server.poll() is None:
+            server.kill()
+    assert server.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after its clean stop
+    assert "Traceback" not in server.stderr.read()

@@ -197,7 +197,7 @@ def start_reward_server(
 
 
 def serve(reward: Reward, name: str, host: str, port: int, settings: ServerSettings,
-          announce=print) -> None:
+          announce=lambda line: print(line, flush=True)) -> None:
     """Serve in the foreground until SIGINT/SIGTERM (then gracefully); ``port=0`` picks a free one."""
     check_bind(host, settings.token, DEFAULT_TOKEN_ENV)
     sock = bound_socket(host, port)
