@@ -163,8 +163,10 @@ def one_core_reward(entry: dict):
 
 def measure(entry: dict, batch: int, workers: int, reps: int) -> dict[str, float]:
     samples = entry["samples"](batch)
-    # Warm-up on other samples of the same kind: per-text caches (math-verify's parses) stay cold.
-    warm = [part[batch: batch + 2 * workers] for part in entry["samples"](batch + 2 * workers)]
+    # Warm-up on other samples of the same kind (one group of every form: sympy imports parts of itself
+    # on first use), so per-text caches (math-verify's parses) stay cold for the timed samples.
+    extra = max(8, 2 * workers)
+    warm = [part[batch: batch + extra] for part in entry["samples"](batch + extra)]
     single = one_core_reward(entry)
     torch.set_num_threads(1)
     one = time_call(lambda: call_reward(single, *samples), lambda: call_reward(single, *warm), reps)
