@@ -72,7 +72,7 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
     )
     try:
         serve(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port, settings)
-    except ValueError as err:  # a refused bind: say why, no traceback
+    except (ValueError, ImportError) as err:  # a refused bind or a missing extra: say why, no traceback
         print(err, file=sys.stderr)
         return 2
     return 0

@@ -239,3 +239,11 @@ def test_the_command_serves_and_stops_gracefully_on_sigterm():
             server.kill()
     assert server.returncode in (0, -signal.SIGTERM)  # uvicorn re-raises the signal after its clean stop
     assert "Traceback" not in server.stderr.read()
+
+
+def test_a_missing_serve_extra_is_named(monkeypatch):
+    from rlxf.rewards.server import build_app
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"needs FastAPI and uvicorn \(uvicorn is missing\): pip install 'rlxf\[serve\]'"):
+        build_app(as_reward(length_scores), "length")

@@ -77,8 +77,18 @@ def _describe(errors: list[dict]) -> str:
     return "bad request: " + "; ".join(parts) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
 
 
+def require_serve_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as err:
+        raise ImportError(f"the reward server needs FastAPI and uvicorn ({err.name} is missing): "
+                          "pip install 'rlxf[serve]'") from None
+
+
 def build_app(reward: Reward, name: str, settings: ServerSettings | None = None):
     """The ASGI application (FastAPI) serving ``reward`` under ``name``."""
+    require_serve_extra()
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import Response
