@@ -165,17 +165,19 @@ def measure(entry: dict, batch: int, workers: int, reps: int) -> dict[str, float
     samples = entry["samples"](batch)
     # Warm-up on other samples of the same kind (one group of every form: sympy imports parts of itself
     # on first use), so per-text caches (math-verify's parses) stay cold for the timed samples.
-    extra = max(8, 2 * workers)
-    warm = [part[batch: batch + extra] for part in entry["samples"](batch + extra)]
+    def warm(n: int) -> Samples:
+        return tuple(part[batch: batch + n] for part in entry["samples"](batch + n))  # type: ignore[return-value]
+
+    warm_one, warm_many = warm(8), warm(16 * workers)  # each process of a pool gets two whole groups
     single = one_core_reward(entry)
     torch.set_num_threads(1)
-    one = time_call(lambda: call_reward(single, *samples), lambda: call_reward(single, *warm), reps)
+    one = time_call(lambda: call_reward(single, *samples), lambda: call_reward(single, *warm_one), reps)
     multi = multi_core_reward(entry, workers)
     if multi is None:
         torch.set_num_threads(workers)
         many = time_call(lambda: call_reward(single, *samples), lambda: None, reps)
     else:
-        many = time_call(lambda: call_reward(multi, *samples), lambda: call_reward(multi, *warm), reps)
+        many = time_call(lambda: call_reward(multi, *samples), lambda: call_reward(multi, *warm_many), reps)
         if hasattr(multi, "close"):
             multi.close()
     torch.set_num_threads(1)
