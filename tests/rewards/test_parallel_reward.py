@@ -54,13 +54,16 @@ def test_process_pool_scores_equal_the_plain_reward_for_any_worker_count():
 
 def test_thread_executor_bounds_requests_in_flight():
     state = {"now": 0, "peak": 0, "calls": 0}
-    lock = threading.Lock()
+    lock, full = threading.Lock(), threading.Event()
 
     def slow(prompts, responses, metadata):
         with lock:
             state["now"] += 1
             state["calls"] += 1
             state["peak"] = max(state["peak"], state["now"])
+            if state["now"] == 3:
+                full.set()
+        full.wait(10)  # the first calls wait for each other: the peak does not depend on the machine's load
         time.sleep(0.05)
         with lock:
             state["now"] -= 1

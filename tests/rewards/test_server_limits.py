@@ -97,19 +97,22 @@ def test_token_is_checked_and_sent_by_the_remote_reward(serve, monkeypatch):
 
 
 def test_a_slow_reward_times_out_with_504_and_the_server_lives_on(serve):
+    release = threading.Event()
+
     def slow(prompts, responses, metadata):
         if responses[0] == "slow":
-            time.sleep(1.5)
+            release.wait(30)  # held until the test has its 504
         return [1.0] * len(responses)
 
     url = serve(slow, "slow", timeout_seconds=0.3, workers=2, merge_requests=False).url
-    start = time.perf_counter()
-    reply = httpx.post(f"{url}/score", json={"prompts": ["p"], "responses": ["slow"]}, timeout=10)
-    assert reply.status_code == 504 and "reward 'slow' did not finish within 0.3s" in reply.json()["error"]
-    assert time.perf_counter() - start < 1.4
-    assert httpx.post(f"{url}/score", json={"prompts": ["p"], "responses": ["fast"]}).json()["scores"] == [1.0]
-    metrics = httpx.get(f"{url}/metrics").json()
-    assert metrics["requests"] == 2 and metrics["errors_by_status"] == {"504": 1} and metrics["samples_scored"] == 1
+    try:
+        reply = httpx.post(f"{url}/score", json={"prompts": ["p"], "responses": ["slow"]}, timeout=20)
+        assert reply.status_code == 504 and "reward 'slow' did not finish within 0.3s" in reply.json()["error"]
+        assert httpx.post(f"{url}/score", json={"prompts": ["p"], "responses": ["fast"]}).json()["scores"] == [1.0]
+        metrics = httpx.get(f"{url}/metrics").json()
+        assert metrics["requests"] == 2 and metrics["errors_by_status"] == {"504": 1} and metrics["samples_scored"] == 1
+    finally:
+        release.set()
 
 
 def test_metrics_count_requests_errors_and_latency(serve):
@@ -124,13 +127,21 @@ def test_metrics_count_requests_errors_and_latency(serve):
     assert m["rss_bytes"] > 10 * 2**20 and m["in_flight"] == 0
 
 
+def wait_until(condition, seconds=30.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.01)
+
+
 def test_concurrent_requests_are_merged_and_each_gets_its_own_scores(serve):
-    calls = []
+    calls, entered, release = [], threading.Event(), threading.Event()
 
     def recorded(prompts, responses, metadata):
         calls.append(len(responses))
         if len(calls) == 1:
-            time.sleep(0.6)  # the first call holds the only worker while the others queue up
+            entered.set()
+            release.wait(30)  # the first call holds the only worker while the others queue up
         return [float(len(r)) for r in responses]
 
     url = serve(recorded, "recorded", workers=1).url
@@ -138,15 +149,16 @@ def test_concurrent_requests_are_merged_and_each_gets_its_own_scores(serve):
 
     def send(i):
         replies[i] = httpx.post(f"{url}/score", json={"prompts": ["p"] * 2, "responses": ["x" * i, "y" * (i + 1)]},
-                                timeout=10).json()["scores"]
+                                timeout=30).json()["scores"]
 
-    first = threading.Thread(target=send, args=(0,))
-    first.start()
-    time.sleep(0.2)
-    others = [threading.Thread(target=send, args=(i,)) for i in range(1, 6)]
-    for t in others:
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(6)]
+    threads[0].start()
+    assert entered.wait(30)
+    for t in threads[1:]:
         t.start()
-    for t in [first, *others]:
+    wait_until(lambda: httpx.get(f"{url}/metrics").json()["queued"] == 5)
+    release.set()
+    for t in threads:
         t.join()
     assert replies == {i: [float(i), float(i + 1)] for i in range(6)}
     assert calls == [2, 10]  # one call alone, then the five queued requests in one
@@ -185,16 +197,19 @@ def test_batch_dependent_rewards_are_never_merged(serve):
 
 
 def test_stop_lets_in_flight_requests_finish():
+    entered = threading.Event()
+
     def slow(prompts, responses, metadata):
+        entered.set()
         time.sleep(0.5)
         return [3.0] * len(responses)
 
     server = start_reward_server(as_reward(slow), "slow")
     result = {}
     sender = threading.Thread(target=lambda: result.update(
-        reply=httpx.post(f"{server.url}/score", json=body(2), timeout=10)))
+        reply=httpx.post(f"{server.url}/score", json=body(2), timeout=30)))
     sender.start()
-    time.sleep(0.2)
+    assert entered.wait(30)  # the request is being scored: now stop
     server.stop()
     sender.join()
     assert result["reply"].status_code == 200 and result["reply"].json()["scores"] == [3.0, 3.0]

@@ -127,7 +127,7 @@ def build_app(reward: Reward, name: str, settings: ServerSettings | None = None)
 
     @app.get("/metrics")
     async def server_metrics(request: Request):
-        return refused(request) or {"reward": name, **metrics.snapshot()}
+        return refused(request) or {"reward": name, **metrics.snapshot(), "queued": len(batcher.pending)}
 
     @app.post("/score", response_model=ScoreReply, responses={
         400: {"description": "malformed request"}, 401: {"description": "missing or wrong token"},
