@@ -102,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8088)
     serve.add_argument("--token-env", default="RLXF_REWARD_TOKEN",
                        help="environment variable holding the bearer token (required for a non-loopback --host)")
-    serve.add_argument("--max-batch", type=int, default=4096, help="most responses per request (413 past it)")
-    serve.add_argument("--max-body-mb", type=float, default=64.0, help="largest request body (413 past it)")
+    serve.add_argument("--max-batch", type=int, default=16384, help="most responses per request (413 past it)")
+    serve.add_argument("--max-body-mb", type=float, default=256.0, help="largest request body (413 past it)")
     serve.add_argument("--timeout", type=float, default=300.0, help="seconds a request may take (504 past it)")
     serve.add_argument("--workers", type=int, default=4, help="reward calls at once")
     serve.add_argument("--no-merge", action="store_true", help="never merge concurrent requests into one call")

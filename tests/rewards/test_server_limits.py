@@ -262,3 +262,18 @@ def test_a_missing_serve_extra_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # as if not installed
     with pytest.raises(ImportError, match=r"needs FastAPI and uvicorn \(uvicorn is missing\): pip install 'rlxf\[serve\]'"):
         build_app(as_reward(length_scores), "length")
+
+
+def test_a_batch_past_the_limit_is_split_on_the_client_by_parallel(serve):
+    from rlxf.rewards.parallel import ParallelReward
+
+    url = serve(max_batch=4).url
+    prompts, responses = ["p"] * 10, ["x" * i for i in range(10)]
+    with pytest.raises(RemoteRewardError, match="413.*split it on the client"):
+        RemoteReward(url, 10).score(prompts, responses, [{}] * 10)
+    split = ParallelReward({"function": "remote", "kwargs": {"url": url, "timeout_seconds": 10}},
+                           executor="thread", workers=2, chunk_size=4)
+    try:
+        assert split.score(prompts, responses, [{}] * 10).scores == [float(i) for i in range(10)]
+    finally:
+        split.close()

@@ -33,8 +33,9 @@ DEFAULT_TOKEN_ENV = "RLXF_REWARD_TOKEN"
 
 @dataclass
 class ServerSettings:
-    max_body_bytes: int = 64 * 2**20  # 413 past this
-    max_batch: int = 4096  # samples per request; 413 past this (merged calls stay within it too)
+    # Generous defaults: a trainer sends a whole step (e.g. 512 prompts x 16 samples of long reasoning).
+    max_body_bytes: int = 256 * 2**20  # 413 past this
+    max_batch: int = 16384  # samples per request; 413 past this (merged calls stay within it too)
     timeout_seconds: float = 300.0  # per request; 504 past it
     workers: int = 4  # reward calls at once
     merge_requests: bool = True  # batch concurrent small requests into one reward call
@@ -138,7 +139,8 @@ def build_app(reward: Reward, name: str, settings: ServerSettings | None = None)
             return denied
         n = len(body.responses)
         if n > settings.max_batch:
-            return _error(413, f"batch of {n} responses exceeds the server's limit of {settings.max_batch} (--max-batch)")
+            return _error(413, f"batch of {n} responses exceeds the server's limit of {settings.max_batch} (--max-batch); "
+                               "split it on the client: reward `parallel` with executor: thread and chunk_size")
         metadata = body.metadata if body.metadata is not None else [{} for _ in range(n)]
         try:
             out: RewardOutput = await asyncio.wait_for(

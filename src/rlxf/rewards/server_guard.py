@@ -49,7 +49,8 @@ class BodyLimitMiddleware:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
-        too_big = f"request body exceeds the server's limit of {self.max_bytes} bytes (--max-body-mb)"
+        too_big = (f"request body exceeds the server's limit of {self.max_bytes} bytes (--max-body-mb); split the "
+                   "batch on the client: reward `parallel` with executor: thread and chunk_size")
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             return await _reply(send, 413, too_big)
