@@ -1,5 +1,6 @@
 """Parallel scoring: chunking, order, determinism across worker counts, bounded in-flight requests."""
 
+import os
 import threading
 import time
 
@@ -86,3 +87,17 @@ def test_bad_specs_are_named():
         ParallelReward({"name": "math"})
     with pytest.raises(ValueError, match="executor must be"):
         ParallelReward({"function": "math"}, executor="gpu")
+
+
+def dying(prompts, responses, metadata):
+    os._exit(3)  # a worker killed mid-batch (out of memory, a segfault in a C extension, ...)
+
+
+def test_a_dead_worker_is_named_and_the_next_batch_gets_a_fresh_pool():
+    reward = ParallelReward({"function": "tests.rewards.test_parallel_reward:dying"}, workers=2)
+    try:
+        with pytest.raises(RuntimeError, match=r"parallel: a worker process died\. .*if __name__ == \"__main__\""):
+            reward.score(["p"] * 4, ["r"] * 4, [{}] * 4)
+        assert reward._pool is None
+    finally:
+        reward.close()

@@ -24,6 +24,7 @@ import math
 import multiprocessing
 import os
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from rlxf.rewards.base import Reward, RewardOutput, call_reward
@@ -107,7 +108,14 @@ class ParallelReward:
         else:
             jobs = [pool.submit(_score_in_worker, list(prompts[a:b]), list(responses[a:b]), list(metadata[a:b]))
                     for a, b in bounds]
-        return concatenate([job.result() for job in jobs])
+        try:
+            return concatenate([job.result() for job in jobs])
+        except BrokenProcessPool:
+            self._pool = None  # a fresh pool for the next batch
+            raise RuntimeError(
+                "parallel: a worker process died. Workers are spawned and re-import the main module: a script "
+                "that starts training must do so under `if __name__ == \"__main__\":` (rlxf's own commands do)"
+            ) from None
 
     def close(self) -> None:
         if self._pool is not None:
