@@ -122,7 +122,9 @@ def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, 
 
     def evaluate() -> dict[str, float]:
         chosen, rejected = scorer.log_probs(policy, eval_rows)
-        loss, metrics = preference_loss(cfg, chosen, rejected, *reference_of(eval_rows, cfg))
+        # the preference loss alone (an RPO term is a training aid, not a held-out measure)
+        loss, metrics = preference_loss(cfg.model_copy(update={"nll_weight": 0.0}), chosen, rejected,
+                                        *reference_of(eval_rows, cfg))
         return {
             **task_eval(),
             "eval/preference_accuracy": metrics["reward_accuracy"],
