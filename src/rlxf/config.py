@@ -35,6 +35,7 @@ class ModelConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto = the checkpoint's own dtype
     allow_download: bool = False  # offline by default: only a local folder or the HF cache is read
     disable_dropout: bool = True  # dropout off for training (as TRL does): rollout and trainer agree
+    gradient_checkpointing: bool = False  # recompute activations in backward (actor and critic): less memory
     device: str = "auto"  # auto = cuda when available, else cpu
     critic_path: str | None = None  # PPO critic initialisation; defaults to the policy's path
 

@@ -12,9 +12,9 @@ from rlxf.config import Config, ConfigError, RewardConfig
 from rlxf.data.prompt_lengths import check_prompt_lengths
 from rlxf.data.prompts import load_task
 from rlxf.data.tasks import TaskSplits
-from rlxf.models.dropout import disable_dropout
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
 from rlxf.models.special_tokens import stop_token_ids
+from rlxf.models.training_switches import disable_dropout, enable_activation_checkpointing
 from rlxf.rewards.registry import build_reward
 from rlxf.roles.reward import RewardRole
 from rlxf.roles.rollout import RolloutRole
@@ -71,8 +71,11 @@ def build_basics(config: Config, cache_dir: str = ".cache/models", runtime=None)
 
 def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
     """A trainable model: the checkpoint's dtype unless ``model.dtype`` says otherwise, dropout off
-    unless ``model.disable_dropout: false``."""
+    unless ``model.disable_dropout: false``, activations recomputed with ``model.gradient_checkpointing``
+    (the critic, a copy of the policy or loaded here too, inherits it)."""
     model = load_causal_lm(path, config.model.dtype, device, config.model.allow_download)
+    if config.model.gradient_checkpointing:
+        enable_activation_checkpointing(model)
     return disable_dropout(model) if config.model.disable_dropout else model
 
 
