@@ -1,0 +1,72 @@
+"""LoRA vs full-parameter GRPO on the default recipe: held-out accuracy gained and peak memory.
+
+Each run is its own process (peak RSS is per process: ``ru_maxrss``), the same recipe, seed and SFT
+warm-up; only ``model.lora`` and the learning rate differ (adapters take a larger one, as usual).
+Prints JSON: per run the held-out accuracy before and after RL, its gain, the peak RSS, the
+trainable parameter count, the wall time; and the LoRA / full ratios.
+
+    python benchmarks/lora_vs_full.py [--steps 60] [--out runs/bench-lora]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from common import emit
+
+CHILD = """
+import json, resource, sys, time
+import torch
+from rlxf.config import load_config
+from rlxf.loops.rl import train_rl
+torch.set_num_threads(1)
+start = time.time()
+summary = train_rl(load_config(None, sys.argv[1:]), write=lambda _: None)
+print("RESULT " + json.dumps({**summary, "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                              "wall_s": time.time() - start}))
+"""
+
+RUNS = {
+    "full": [],
+    "lora": ["model.lora.r=16", "model.lora.alpha=32", "train.optim.lr=1.0e-3"],
+}
+
+
+def run(name: str, steps: int, out: Path) -> dict:
+    overrides = [f"run_dir={out / name}", f"train.steps={steps}", f"eval.every={steps}", f"checkpoint.every={steps}",
+                 "logging.progress_bar=false", "logging.sinks=[jsonl]", *RUNS[name]]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", CHILD, *overrides], capture_output=True, text=True, env=env, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{name} run failed:\n{done.stderr[-3000:]}")
+    result = json.loads(lines[-1][len("RESULT "):])
+    return {
+        "initial_eval_accuracy": result["initial_eval_accuracy"], "final_eval_accuracy": result["final_eval_accuracy"],
+        "gain": result["final_eval_accuracy"] - result["initial_eval_accuracy"],
+        "peak_rss_mib": round(result["peak_rss_mib"], 1), "wall_s": round(result["wall_s"], 1), "overrides": RUNS[name],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--out", default="runs/bench-lora")
+    args = parser.parse_args()
+    results = {name: run(name, args.steps, Path(args.out)) for name in RUNS}
+    emit({
+        "recipe": "default", "steps": args.steps, "runs": results,
+        "lora_over_full": {
+            "peak_rss": round(results["lora"]["peak_rss_mib"] / results["full"]["peak_rss_mib"], 3),
+            "gain_difference": round(results["lora"]["gain"] - results["full"]["gain"], 3),
+        },
+    })
+
+
+if __name__ == "__main__":
+    main()
