@@ -1,9 +1,10 @@
 """LoRA vs full-parameter GRPO on the default recipe: held-out accuracy gained and peak memory.
 
-Each run is its own process (peak RSS is per process: ``ru_maxrss``), the same recipe, seed and SFT
-warm-up; only ``model.lora`` and the learning rate differ (adapters take a larger one, as usual).
-Prints JSON: per run the held-out accuracy before and after RL, its gain, the peak RSS, the
-trainable parameter count, the wall time; and the LoRA / full ratios.
+The recipe's SFT warm-up runs once (its own process; ``train.steps=0`` saves the policy after SFT);
+both RL runs then start from that policy with ``sft.steps=0``, each in its own process, so peak RSS
+(``ru_maxrss``, per process) measures the RL phase. Only ``model.lora`` and the learning rate differ
+(adapters take a larger one, as usual). Prints JSON: per run the held-out accuracy before and after
+RL, its gain, the peak RSS, the wall time; and the LoRA / full ratios.
 
     python benchmarks/lora_vs_full.py [--steps 60] [--out runs/bench-lora]
 """
@@ -37,15 +38,25 @@ RUNS = {
 }
 
 
-def run(name: str, steps: int, out: Path) -> dict:
-    overrides = [f"run_dir={out / name}", f"train.steps={steps}", f"eval.every={steps}", f"checkpoint.every={steps}",
-                 "logging.progress_bar=false", "logging.sinks=[jsonl]", *RUNS[name]]
+def child(overrides: list[str]) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD, *overrides], capture_output=True, text=True, env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
-        raise SystemExit(f"{name} run failed:\n{done.stderr[-3000:]}")
-    result = json.loads(lines[-1][len("RESULT "):])
+        raise SystemExit(f"run {overrides} failed:\n{done.stderr[-3000:]}")
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def sft_policy(out: Path) -> Path:
+    """The default recipe's SFT warm-up, saved as the step-0 checkpoint of a zero-step RL run."""
+    child([f"run_dir={out / 'sft'}", "train.steps=0", "logging.progress_bar=false", "logging.sinks=[jsonl]"])
+    return out / "sft" / "checkpoints" / "step_000000" / "policy"
+
+
+def run(name: str, steps: int, out: Path, start: Path) -> dict:
+    result = child([f"run_dir={out / name}", f"model.path={start}", "sft.steps=0", f"train.steps={steps}",
+                    f"eval.every={steps}", f"checkpoint.every={steps}", "logging.progress_bar=false",
+                    "logging.sinks=[jsonl]", *RUNS[name]])
     return {
         "initial_eval_accuracy": result["initial_eval_accuracy"], "final_eval_accuracy": result["final_eval_accuracy"],
         "gain": result["final_eval_accuracy"] - result["initial_eval_accuracy"],
@@ -58,7 +69,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--out", default="runs/bench-lora")
     args = parser.parse_args()
-    results = {name: run(name, args.steps, Path(args.out)) for name in RUNS}
+    start = sft_policy(Path(args.out))
+    results = {name: run(name, args.steps, Path(args.out), start) for name in RUNS}
     emit({
         "recipe": "default", "steps": args.steps, "runs": results,
         "lora_over_full": {
