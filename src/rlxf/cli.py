@@ -123,19 +123,19 @@ def default_ks(n: int) -> list[int]:
 def cmd_serve_reward(ns: argparse.Namespace) -> int:
     from rlxf.config import load_config
     from rlxf.rewards.registry import build_reward
-    from rlxf.rewards.server import make_reward_server
+    from rlxf.rewards.server import ServerSettings, serve, token_from_env
 
     recipe, overrides = _split_recipe(ns.args)
     cfg = load_config(recipe, overrides).reward
-    server = make_reward_server(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port)
-    host, port = server.server_address[:2]
-    print(f"serving reward {cfg.function!r} on http://{host}:{port} (POST /score, GET /health)", flush=True)
+    settings = ServerSettings(
+        max_body_bytes=int(ns.max_body_mb * 2**20), max_batch=ns.max_batch, timeout_seconds=ns.timeout,
+        workers=ns.workers, merge_requests=not ns.no_merge, token=token_from_env(ns.token_env),
+    )
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+        serve(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port, settings)
+    except (ValueError, ImportError) as err:  # a refused bind or a missing extra: say why, no traceback
+        print(err, file=sys.stderr)
+        return 2
     return 0
 
 
@@ -213,6 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8088)
+    serve.add_argument("--token-env", default="RLXF_REWARD_TOKEN",
+                       help="environment variable holding the bearer token (required for a non-loopback --host)")
+    serve.add_argument("--max-batch", type=int, default=16384, help="most responses per request (413 past it)")
+    serve.add_argument("--max-body-mb", type=float, default=256.0, help="largest request body (413 past it)")
+    serve.add_argument("--timeout", type=float, default=300.0, help="seconds a request may take (504 past it)")
+    serve.add_argument("--workers", type=int, default=4, help="reward calls at once")
+    serve.add_argument("--no-merge", action="store_true", help="never merge concurrent requests into one call")
     serve.set_defaults(func=cmd_serve_reward)
     sweep = sub.add_parser("sweep", help="run a recipe over several seeds; held-out metric per seed, mean ± std, worst")
     sweep.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")

@@ -214,6 +214,8 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _batch_sizes_divide(self) -> Config:
+        if self.loop not in ("rl", "rl_async"):  # the RL batch sizes mean nothing to the other loops
+            return self
         rollout_batch = self.train.prompts_per_step * self.rollout.n_samples
         if rollout_batch % self.train.mini_batch_size:
             raise ValueError(

@@ -69,3 +69,13 @@ def test_bradley_terry():
     loss, accuracy = bradley_terry_loss(torch.tensor([2.0, 0.0]), torch.tensor([1.0, 1.0]))
     assert loss.item() == pytest.approx((softplus(-1.0) + softplus(1.0)) / 2)
     assert accuracy == pytest.approx(0.5)
+
+
+def test_rpo_adds_the_weighted_chosen_nll():
+    nll = torch.tensor([0.4, 1.2])  # token-mean NLL of the two chosen responses
+    cfg = PreferenceLossConfig(name="dpo", beta=BETA, nll_weight=0.5)
+    loss, m = preference_loss(cfg, PC, PR, RC, RR, nll)
+    assert loss.item() == pytest.approx((softplus(-0.5) + softplus(0.25)) / 2 + 0.5 * 0.8)
+    assert m["chosen_nll"] == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="nll_weight"):
+        preference_loss(cfg, PC, PR, RC, RR)

@@ -102,3 +102,28 @@ def test_lora_grpo_run_checkpoints_and_resumes(tmp_path, tiny_model_dir):
     resumed = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=3), *lora])
     train_rl(resumed, resume=True, write=lambda _: None)
     assert (run_dir / "checkpoints" / "step_000003" / ADAPTER_DIR / "adapter_model.safetensors").exists()
+
+
+@pytest.mark.parametrize("transport", ["object_store", "shared_memory", "collective"])
+def test_every_weight_sync_transport_sends_merged_weights(tiny_model_dir, transport):
+    from rlxf.algos import AlgorithmConfig
+    from rlxf.config import OptimConfig
+    from rlxf.models.loading import load_tokenizer
+    from rlxf.roles.actor import ActorRole
+    from rlxf.roles.rollout import RolloutRole
+    from rlxf.runtime.config import WeightSyncConfig
+    from rlxf.runtime.weight_sync import held_weights, sync_weights
+
+    tokenizer = load_tokenizer(tiny_model_dir)
+    engine = build_engine("torch", load_causal_lm(tiny_model_dir), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    rollout = RolloutRole(engine, tokenizer, chat_template=False, max_prompt_tokens=64)
+    actor = ActorRole(_adapted(tiny_model_dir), OptimConfig(), AlgorithmConfig(), 8, 8, 1.0)
+    cfg = WeightSyncConfig(transport=transport, bucket_mb=0.05, checksum=True)
+    metrics = sync_weights(actor, rollout, 1, cfg)
+    assert rollout.version == 1 and metrics["weight_sync/checksum_ok"] == 1.0
+    merged, held = merged_state_dict(actor.model), held_weights(rollout.engine)
+    assert held and set(held) <= set(merged)
+    changed = [name for name in held if "proj" in name]
+    assert changed and all(torch.equal(held[name], merged[name]) for name in held)
+    base = load_causal_lm(tiny_model_dir).state_dict()
+    assert any(not torch.equal(held[name], base[name]) for name in changed)  # the adapter's delta arrived

@@ -4,7 +4,7 @@ import pytest
 
 from rlxf.rewards.registry import build_reward
 from rlxf.rewards.remote import RemoteReward, RemoteRewardError
-from rlxf.rewards.server import make_reward_server, serve_in_background
+from rlxf.rewards.server import start_reward_server
 from rlxf.roles.reward import RewardError, RewardRole
 
 
@@ -13,15 +13,12 @@ def serve():
     servers = []
 
     def start(reward, name="r"):
-        server = make_reward_server(reward, name, "127.0.0.1", 0)
-        serve_in_background(server)
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
+        servers.append(start_reward_server(reward, name))
+        return servers[-1].url
 
     yield start
     for server in servers:
-        server.shutdown()
-        server.server_close()
+        server.stop()
 
 
 def test_round_trip_matches_local_scores(serve):

@@ -30,6 +30,8 @@ class PreferenceLossConfig(BaseModel):
     beta: float = Field(0.1, gt=0, description="inverse temperature of the implicit reward")
     label_smoothing: float = Field(0.0, ge=0, lt=0.5, description="cDPO: assumed label-flip probability")
     simpo_gamma: float = Field(0.5, description="SimPO: target reward margin gamma")
+    nll_weight: float = Field(0.0, ge=0, description="RPO (Pang et al. 2024): add this weight times the "
+                              "chosen responses' token-mean negative log-likelihood")
 
     @model_validator(mode="after")
     def _check(self) -> PreferenceLossConfig:
@@ -108,9 +110,17 @@ def preference_loss(
     policy_rejected: torch.Tensor,
     ref_chosen: torch.Tensor | None = None,
     ref_rejected: torch.Tensor | None = None,
+    chosen_nll: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """Dispatch to ``PREFERENCE_LOSSES[cfg.name]``."""
-    return PREFERENCE_LOSSES.get(cfg.name)(policy_chosen, policy_rejected, ref_chosen, ref_rejected, cfg)
+    """Dispatch to ``PREFERENCE_LOSSES[cfg.name]``; with ``cfg.nll_weight`` > 0 add the RPO term, the
+    weight times the mean over pairs of ``chosen_nll`` ([B] token-mean NLL of each chosen response)."""
+    loss, metrics = PREFERENCE_LOSSES.get(cfg.name)(policy_chosen, policy_rejected, ref_chosen, ref_rejected, cfg)
+    if cfg.nll_weight:
+        if chosen_nll is None:
+            raise ValueError("preference.loss.nll_weight > 0 needs the chosen responses' NLL")
+        loss = loss + cfg.nll_weight * chosen_nll.mean()
+        metrics["chosen_nll"] = float(chosen_nll.detach().mean())
+    return loss, metrics
 
 
 def bradley_terry_loss(chosen_scores: torch.Tensor, rejected_scores: torch.Tensor) -> tuple[torch.Tensor, float]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -32,18 +33,22 @@ from rlxf.train.log_probs import sequence_log_probs
 LENGTH_NORMALISED = frozenset({"simpo"})
 
 
-def pair_log_probs(model: torch.nn.Module, batch, length_normalised: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen [B], rejected [B]) sequence log-probs of a :func:`pair_batch` (2B rows), summed over the
-    response tokens, or averaged when ``length_normalised``."""
+class PairLogProbs(NamedTuple):
+    chosen: torch.Tensor  # [B] sequence log-probs, summed over response tokens (averaged when length-normalised)
+    rejected: torch.Tensor  # [B]
+    chosen_nll: torch.Tensor  # [B] token-mean negative log-likelihood of the chosen responses (RPO's term)
+
+
+def pair_log_probs(model: torch.nn.Module, batch, length_normalised: bool) -> PairLogProbs:
+    """Sequence log-probs of a :func:`pair_batch` (2B rows: the chosen, then the rejected responses)."""
     device = next(model.parameters()).device
     batch = batch.to(device)
     log_probs, _ = sequence_log_probs(model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask)
     mask = batch.loss_mask.float()
-    per_row = (log_probs * mask).sum(1)
-    if length_normalised:
-        per_row = per_row / mask.sum(1).clamp(min=1)
+    summed, tokens = (log_probs * mask).sum(1), mask.sum(1).clamp(min=1)
+    per_row = summed / tokens if length_normalised else summed
     half = len(batch) // 2
-    return per_row[:half], per_row[half:]
+    return PairLogProbs(per_row[:half], per_row[half:], -(summed[:half] / tokens[:half]))
 
 
 class PairScorer:
@@ -68,7 +73,7 @@ class PairScorer:
                 for i in range(0, len(rows), self.chunk)
             ]
         model.train(was_training)
-        return torch.cat([c for c, _ in parts]).cpu(), torch.cat([r for _, r in parts]).cpu()
+        return torch.cat([p.chosen for p in parts]).cpu(), torch.cat([p.rejected for p in parts]).cpu()
 
     def with_reference(self, reference: torch.nn.Module, rows: list[dict]) -> list[dict]:
         """Copies of ``rows`` carrying their reference log-probs (``ref_chosen``, ``ref_rejected``)."""
@@ -86,9 +91,9 @@ def pair_loss_share(
     model: torch.nn.Module, scorer: PairScorer, cfg: PreferenceLossConfig, rows: list[dict], total_pairs: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """This micro-batch's share of the step's mean preference loss, and its metrics."""
-    chosen, rejected = pair_log_probs(model, scorer.batch(rows), scorer.length_normalised)
-    ref_chosen, ref_rejected = (None if t is None else t.to(chosen.device) for t in reference_of(rows, cfg))
-    loss, metrics = preference_loss(cfg, chosen, rejected, ref_chosen, ref_rejected)
+    pair = pair_log_probs(model, scorer.batch(rows), scorer.length_normalised)
+    ref_chosen, ref_rejected = (None if t is None else t.to(pair.chosen.device) for t in reference_of(rows, cfg))
+    loss, metrics = preference_loss(cfg, pair.chosen, pair.rejected, ref_chosen, ref_rejected, pair.chosen_nll)
     return loss * (len(rows) / total_pairs), metrics
 
 
@@ -117,7 +122,9 @@ def dpo_objective(config: Config, basics: Basics, checkpoint: Path | None, run_d
 
     def evaluate() -> dict[str, float]:
         chosen, rejected = scorer.log_probs(policy, eval_rows)
-        loss, metrics = preference_loss(cfg, chosen, rejected, *reference_of(eval_rows, cfg))
+        # the preference loss alone (an RPO term is a training aid, not a held-out measure)
+        loss, metrics = preference_loss(cfg.model_copy(update={"nll_weight": 0.0}), chosen, rejected,
+                                        *reference_of(eval_rows, cfg))
         return {
             **task_eval(),
             "eval/preference_accuracy": metrics["reward_accuracy"],

@@ -88,14 +88,14 @@ def online_dpo_objective(config: Config, basics: Basics, checkpoint: Path | None
         for i in range(0, len(chosen), micro):
             pairs = batch.select(chosen[i: i + micro] + rejected[i: i + micro])
             with torch.no_grad():
-                ref = pair_log_probs(reference, pairs, length_normalised) if cfg.uses_reference else (None, None)
+                ref = pair_log_probs(reference, pairs, length_normalised)[:2] if cfg.uses_reference else (None, None)
             chunks.append((pairs, ref))
 
         def loss_of(chunk):
             pairs, (ref_chosen, ref_rejected) = chunk
-            c, r = pair_log_probs(policy, pairs, length_normalised)
-            loss, metrics = preference_loss(cfg, c, r, ref_chosen, ref_rejected)
-            return loss * (len(c) / len(chosen)), metrics
+            pair = pair_log_probs(policy, pairs, length_normalised)
+            loss, metrics = preference_loss(cfg, pair.chosen, pair.rejected, ref_chosen, ref_rejected, pair.chosen_nll)
+            return loss * (len(pair.chosen) / len(chosen)), metrics
 
         return chunks, loss_of
 

@@ -8,6 +8,7 @@ Components: ``correct`` (1/0) and ``format`` (1 when the answer was marked with 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from fractions import Fraction
@@ -63,16 +64,24 @@ def fallback_match(predicted: str, reference: str, tolerance: float = 1e-6) -> b
     return a is not None and b is not None and abs(float(a - b)) <= tolerance * max(1.0, abs(float(b)))
 
 
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> list:
+    """math-verify's parse of ``$text$``, cached: a group's samples share a reference and often an answer
+    (a parse costs ~0.1 ms; the result is only read by ``verify``)."""
+    from math_verify import parse
+
+    # Timeouts off: math-verify implements them with signals (main thread only); the reward role's
+    # timeout bounds the whole call instead.
+    return parse(f"${text}$", parsing_timeout=None)
+
+
 def math_verify_match(predicted: str, reference: str) -> bool | None:
     """math-verify's verdict, or None when math-verify is not installed."""
     try:
-        from math_verify import parse, verify
+        from math_verify import verify
     except ImportError:
         return None
-    # Timeouts off: math-verify implements them with signals (main thread only); the reward role's
-    # timeout bounds the whole call instead.
-    gold = parse(f"${reference}$", parsing_timeout=None)
-    pred = parse(f"${predicted}$", parsing_timeout=None)
+    gold, pred = _parsed(reference), _parsed(predicted)
     return bool(gold and pred and verify(gold, pred, timeout_seconds=None))
 
 
@@ -81,6 +90,8 @@ def answers_match(predicted: str | None, reference: str, use_math_verify: bool =
         return False
     if fallback_match(predicted, str(reference)):
         return True
+    if _as_number(predicted) is not None and _as_number(str(reference)) is not None:
+        return False  # two plain numbers that differ: the exact comparison above is final
     return bool(use_math_verify and math_verify_match(predicted, str(reference)))
 
 

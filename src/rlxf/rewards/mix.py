@@ -61,6 +61,7 @@ class MixedReward:
             raise ValueError(f"mix: reward names must be unique (set `name:`), got {self.names}")
         self.normalize = NORMALIZERS.get(normalize)
         self.clip = tuple(clip) if clip is not None else None
+        self.batch_dependent = normalize != "none"  # a sample's score depends on the rest of the batch
 
     def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
         raw = gather(r.score(prompts, responses, metadata) for r in self.rewards)

@@ -10,6 +10,7 @@ from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.config import OptimConfig
 from rlxf.models.lora import is_lora, merged_state_dict, save_lora_checkpoint
+from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
@@ -43,6 +44,10 @@ class ActorRole:
     def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
         """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
         return pack_weights(self.state_dict(), version, bucket_bytes)
+
+    def send_weights(self, version: int, channel):
+        """Send the weights over ``channel``'s transport (runtime/transports/); every trainer rank calls it."""
+        return endpoint(channel, "Sender").send(self.engine, version)
 
     def save_checkpoint(self, out_dir: Path) -> None:
         """``policy/`` (loads with AutoModelForCausalLM; with LoRA merged, plus ``policy_adapter/``) and

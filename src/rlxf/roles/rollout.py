@@ -9,6 +9,7 @@ from rlxf.batch import TrajectoryBatch
 from rlxf.data.prompts import encode_prompts
 from rlxf.rollout.engine import Generation, RolloutEngine, left_pad
 from rlxf.rollout.sampling import SamplingParams
+from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, load_and_verify
 
 
@@ -32,6 +33,11 @@ class RolloutRole:
         """A bucketed sync (runtime/weight_sync.py): load, verify (``StaleWeightsError`` if the engine
         does not hold the version, or with ``checksum`` the exact weights, sent); returns its report."""
         return load_and_verify(self.engine, packed, checksum)
+
+    def receive_weights(self, channel, sent, checksum: bool = False) -> dict:
+        """A sync over ``channel``'s transport (runtime/transports/); ``sent`` is what the trainer's
+        ``send_weights`` returned (a handle, or None for a collective that runs alongside it)."""
+        return endpoint(channel, "Receiver").receive(self.engine, sent, checksum)
 
     def generate(
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,

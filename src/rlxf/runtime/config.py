@@ -9,7 +9,8 @@
   devices), ``disaggregated`` (one bundle per role), or a mapping role -> group name (roles with the
   same group share a bundle), e.g. ``{rollout: gen, reward: gen, actor: train, reference: train}``.
 * ``cpus_per_role`` / ``gpus_per_role``  what each role actor asks of its bundle.
-* ``weight_sync`` trainer -> rollout engine: bucket size, and an optional checksum check.
+* ``weight_sync`` trainer -> rollout engine: bucket size, an optional checksum check, and the transport
+  (``object_store``, ``shared_memory``, ``collective``: ``rlxf.runtime.transports``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,17 @@ class _Section(BaseModel):
 class WeightSyncConfig(_Section):
     bucket_mb: float = Field(64.0, gt=0)  # tensors are flattened into buckets of at most this size
     checksum: bool = False  # compare per-tensor digests of the engine's weights with the trainer's
+    transport: str = "object_store"  # object_store | shared_memory (one machine) | collective (gloo / NCCL)
+    timeout_s: float = Field(600.0, gt=0)  # collective: how long a member waits for the others
+
+    @field_validator("transport")
+    @classmethod
+    def _known_transport(cls, name: str) -> str:
+        from rlxf.runtime.transports import WEIGHT_TRANSPORTS
+
+        if name not in WEIGHT_TRANSPORTS.names():
+            raise ValueError(f"unknown weight_sync transport {name!r}; known: {', '.join(WEIGHT_TRANSPORTS.names())}")
+        return name
 
 
 class RuntimeConfig(_Section):

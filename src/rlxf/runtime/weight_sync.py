@@ -6,20 +6,22 @@ of one message per parameter. The engine side unpacks views into the buckets, lo
 the version it now holds and (optionally) a digest per tensor of the weights it actually holds, which
 are compared with the trainer's (``check_report``, on the engine's side of the call, where the sent
 buckets are): an engine that silently kept old weights is caught. On Ray the buckets go from the
-trainer's actor to the engine's through the object store, not through the driver.
+trainer's actor to the engine's through the object store, not through the driver; other transports
+(``runtime.weight_sync.transport``: shared memory, a collective broadcast) are in ``runtime/transports/``
+and end in the same ``load_and_verify``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import torch
 
-
-class StaleWeightsError(RuntimeError):
-    """A rollout engine does not hold the version / the exact weights the trainer sent."""
+from rlxf.runtime.transports import WEIGHT_TRANSPORTS
+from rlxf.runtime.transports.plan import BucketPlan, StaleWeightsError, plan_buckets, typed_view
 
 
 @dataclass
@@ -35,36 +37,28 @@ class WeightBuckets:
 
 
 def pack_weights(state_dict: dict[str, torch.Tensor], version: int, bucket_bytes: int) -> WeightBuckets:
-    by_dtype: dict[torch.dtype, list[tuple[str, torch.Tensor]]] = {}
-    for name, tensor in state_dict.items():
-        by_dtype.setdefault(tensor.dtype, []).append((name, tensor.detach()))
-    buckets: list[torch.Tensor] = []
-    layout: dict[str, tuple[int, int, tuple[int, ...]]] = {}
-    for items in by_dtype.values():
-        pending: list[tuple[str, torch.Tensor]] = []
-        size = 0
-        for name, tensor in [*items, ("", None)]:
-            nbytes = 0 if tensor is None else tensor.numel() * tensor.element_size()
-            if pending and (tensor is None or size + nbytes > bucket_bytes):
-                offset = 0
-                for pending_name, t in pending:
-                    layout[pending_name] = (len(buckets), offset, tuple(t.shape))
-                    offset += t.numel()
-                buckets.append(torch.cat([t.reshape(-1) for _, t in pending]))
-                pending, size = [], 0
-            if tensor is not None:
-                pending.append((name, tensor))
-                size += nbytes
-    return WeightBuckets(version=version, buckets=buckets, layout=layout)
+    plan = plan_buckets(state_dict, bucket_bytes)
+    buckets = [torch.cat([state_dict[name].detach().reshape(-1) for name in spec.names]) for spec in plan.buckets]
+    return WeightBuckets(version=version, buckets=buckets, layout=dict(plan.layout))
+
+
+def as_weight_buckets(plan: BucketPlan, buffers: list[torch.Tensor], version: int) -> WeightBuckets:
+    """Received byte buffers (``transports/plan.py``) as ``WeightBuckets`` of views, for ``load_and_verify``."""
+    return WeightBuckets(version, [typed_view(plan, i, b) for i, b in enumerate(buffers)], dict(plan.layout))
 
 
 def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
-    """name -> a view into its bucket (no copy)."""
+    """name -> a view into its bucket (no copy); a bucket missing or too short for its tensors (a
+    dropped or partial transfer) raises ``StaleWeightsError`` naming it."""
     out = {}
     for name, (index, offset, shape) in packed.layout.items():
-        numel = 1
-        for dim in shape:
-            numel *= dim
+        numel = torch.Size(shape).numel()
+        if index >= len(packed.buckets) or packed.buckets[index].numel() < offset + numel:
+            held = packed.buckets[index].numel() if index < len(packed.buckets) else "no"
+            raise StaleWeightsError(
+                f"bucket {index} of the version {packed.version} weights holds {held} elements, {name} needs "
+                f"{offset + numel} ({len(packed.buckets)} buckets arrived): a dropped or partial transfer"
+            )
         out[name] = packed.buckets[index][offset: offset + numel].view(shape)
     return out
 
@@ -135,11 +129,23 @@ def load_and_verify(engine, packed: WeightBuckets, with_digests: bool) -> dict:
             "checksum_ok": with_digests}
 
 
+# trainer handle -> its driver-side transport (a collective's rendezvous store lives as long as the trainer)
+_TRANSPORTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def transport_for(actor, cfg):
+    """The driver side of ``cfg.transport`` for this trainer, built on its first sync."""
+    transport = _TRANSPORTS.get(actor)
+    if transport is None or transport.cfg != cfg:
+        transport = _TRANSPORTS[actor] = WEIGHT_TRANSPORTS.get(cfg.transport)(cfg)
+    return transport
+
+
 def sync_weights(actor, rollout, version: int, cfg) -> dict[str, float]:
-    """Trainer -> engine; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*`` metrics and
-    ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
+    """Trainer -> engine over ``cfg.transport``; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*``
+    metrics and ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
     start = time.perf_counter()
-    report = rollout.load_weights(exported_weights(actor, version, int(cfg.bucket_mb * 2**20)), cfg.checksum)
+    report = transport_for(actor, cfg).sync(actor, rollout, version)
     metrics = {
         "time/weight_sync_seconds": time.perf_counter() - start,
         "weight_sync/buckets": float(report["buckets"]),
