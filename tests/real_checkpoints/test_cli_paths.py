@@ -37,3 +37,17 @@ def test_missing_reward_module_is_one_line(tmp_path, tiny_model_dir, capsys, mon
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rlxf: reward.function 'not_here:seven': cannot import 'not_here'")
+
+
+def test_over_long_prompt_stops_rlxf_train_before_the_run_in_one_line(tmp_path, checkpoints, capsys):
+    rows = [{"prompt": "What is 1 + 1?", "answer": "2"}] * 5 + [{"prompt": "What is 12 + 7? " * 20, "answer": "19"}]
+    data = tmp_path / "prompts.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = ["train", f"run_dir={tmp_path / 'run'}", f"model.path={checkpoints['qwen2']}", "data.task=file",
+            f"data.path={data}", "data.task_args={}", "data.eval_size=1", "data.max_prompt_tokens=32",
+            "logging.progress_bar=false"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlxf: 1 eval prompt(s) exceed data.max_prompt_tokens=32:")
+    assert f"{data}:6 (" in err[0]
+    assert not (tmp_path / "run" / "checkpoints").exists()  # nothing ran: --resume would meet the same line
