@@ -133,3 +133,14 @@ def test_reward_that_does_not_import_is_one_config_error(tiny_model_dir):
     config = _config(model={"path": tiny_model_dir}, reward={"function": "no_such_module_here:score"})
     with pytest.raises(ConfigError, match="reward.function 'no_such_module_here:score': cannot import"):
         build_basics(config)
+
+
+def test_reward_model_pairs_drop_the_end_of_turn_token(checkpoints):
+    """The reward model reads the response's last content token, not the <|im_end|> the targets end with."""
+    from rlxf.loops.reward_model import reward_model_batch
+
+    tokenizer = load_tokenizer(checkpoints["qwen2"])
+    batch = reward_model_batch([{"prompt": "Hello", "chosen": "Hi", "rejected": "Go"}], tokenizer, True, 64)
+    for row, text in enumerate(("Hi", "Go")):
+        kept = batch.response_ids[row][batch.response_mask[row].bool()].tolist()
+        assert kept == tokenizer(text, add_special_tokens=False)["input_ids"]
