@@ -28,3 +28,13 @@ def test_optimizer_step_reports_the_largest_ratio_of_its_micro_batches():
 
     out = engine.optimizer_step([torch.ones(1, 2), torch.ones(1, 2)], loss_of)
     assert out["ratio_max"] == 3.0 and out["ratio_min"] == 0.4 and out["clip_fraction"] == 0.25
+
+
+def test_data_parallel_ranks_merge_extremes_as_extremes():
+    from rlxf.runtime.dp_split import merge_step_metrics
+
+    rank0 = [{"loss": 0.5, "grad_norm": 2.0, "lr": 1e-4, "ratio_max": 1.14, "ratio_min": 0.90, "clip_fraction": 0.2}]
+    rank1 = [{"loss": 0.5, "grad_norm": 2.0, "lr": 1e-4, "ratio_max": 1.02, "ratio_min": 0.85, "clip_fraction": 0.4}]
+    merged = merge_step_metrics([rank0, rank1])[0]
+    assert (merged["ratio_max"], merged["ratio_min"], merged["loss"]) == (1.14, 0.85, 0.5)
+    assert abs(merged["clip_fraction"] - 0.3) < 1e-12
