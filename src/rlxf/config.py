@@ -30,9 +30,22 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+class LoraConfig(Section):
+    """Low-rank adapters (peft) on the actor: only they train; the reference is the adapter switched off."""
+
+    r: int = Field(8, ge=1)
+    alpha: float = Field(16.0, gt=0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    target_modules: list[str] | str = "all-linear"  # module names (q_proj, v_proj, ...) or peft's "all-linear"
+
+
 class ModelConfig(Section):
     path: str = "tiny:default"  # a local folder / HF cache name, or tiny:NAME for the built-in tiny model
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto = the checkpoint's own dtype
+    allow_download: bool = False  # offline by default: only a local folder or the HF cache is read
+    disable_dropout: bool = True  # dropout off for training (as TRL does): rollout and trainer agree
+    gradient_checkpointing: bool = False  # recompute activations in backward (actor and critic): less memory
+    lora: LoraConfig | None = None  # train low-rank adapters instead of every weight (pip install 'rlxf[lora]')
     device: str = "auto"  # auto = cuda when available, else cpu
     critic_path: str | None = None  # PPO critic initialisation; defaults to the policy's path
 
@@ -44,6 +57,7 @@ class DataConfig(Section):
     eval_size: int = Field(200, ge=1)
     chat_template: bool = False  # render `prompt` strings through the tokenizer's chat template
     max_prompt_tokens: int = Field(256, ge=1)
+    long_prompts: Literal["error", "drop"] = "error"  # prompts over max_prompt_tokens, found at load
     task_args: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -18,6 +18,7 @@ import torch
 from rlxf.algos import kl_controller_from_config
 from rlxf.config import Config, dump_config
 from rlxf.eval.accuracy import evaluate_problems
+from rlxf.loops.lora_policy import attach_lora, lora_start_path
 from rlxf.loops.run_dir import prepare_run_dir
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import Basics, build_basics, build_rollout, frozen_copy, load_policy, sampling_params
@@ -113,7 +114,8 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     algo, tcfg = config.algorithm, config.train
     torch.manual_seed(config.seed)
     state = load_run_state(checkpoint) if checkpoint else RunState()
-    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else basics.model_path, basics.device)
+    start = lora_start_path(config, run_dir, checkpoint) or (str(checkpoint / "policy") if checkpoint else basics.model_path)
+    policy = load_policy(config, start, basics.device)
     rollout = build_rollout(config, policy, basics.tokenizer, runtime)
     if checkpoint is None and config.sft.steps:
         write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
@@ -123,8 +125,12 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         )
         write(f"SFT done: loss {sft_losses[0]:.3f} -> {sft_losses[-1]:.3f}")
         rollout.update_weights(policy.state_dict(), version=0)
+    if config.model.lora is not None:  # adapters on the policy; the reference is the adapter switched off
+        policy = attach_lora(config, policy, run_dir, checkpoint)
     reference = None
-    if algo.uses_reference:
+    if algo.uses_reference and config.model.lora is not None:
+        reference = runtime.place("reference", ReferenceRole, policy, tcfg.micro_batch_size, config.rollout.temperature)
+    elif algo.uses_reference:
         reference_dir = run_dir / "reference"
         if checkpoint is None:
             policy.save_pretrained(reference_dir)

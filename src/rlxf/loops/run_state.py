@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from rlxf.models.tokenizer_files import save_tokenizer
 from rlxf.train import checkpoint as ckpt
 
 
@@ -39,7 +40,7 @@ class RunState:
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
     tmp = ckpt.begin_checkpoint(run_dir, state.step)
     actor.save_checkpoint(tmp)
-    tokenizer.save_pretrained(tmp / "policy")
+    save_tokenizer(tokenizer, tmp / "policy")
     if critic is not None:
         critic.save_checkpoint(tmp)
     (tmp / "state.json").write_text(json.dumps(asdict(state), indent=1))

@@ -7,12 +7,12 @@ then clips and steps once. Actor, critic, SFT, DPO and reward-model training all
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import torch
 
 from rlxf.config import OptimConfig
+from rlxf.tracking.reduce import reduce_metrics
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.precision import autocast
@@ -56,21 +56,19 @@ class TrainEngine:
     def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
         self.model.train()
         self._zero_grad()
-        totals: dict[str, float] = defaultdict(float)
-        count = 0
+        loss_total = 0.0
+        history: list[dict[str, float]] = []
         for micro in micro_batches:
             with autocast(self.model, self.cfg.autocast):
                 loss, metrics = loss_of(micro)
             self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
-            totals["loss"] += float(loss.detach())
-            for name, value in metrics.items():
-                totals[name] += value
-            count += 1
+            loss_total += float(loss.detach())
+            history.append(metrics)
         grad_norm = self._update()
         self.scheduler.step()
-        # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
-        out = {name: v / count for name, v in totals.items() if name != "loss"}
-        out.update(loss=self._global_loss(totals["loss"]), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
+        # "loss" is a sum of shares (the mini-batch loss); *_max / *_min are extremes; the rest means.
+        out = reduce_metrics(history)
+        out.update(loss=self._global_loss(loss_total), grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0])
         return out
 
     # The three steps an engine that owns its own gradient handling (DeepSpeed) replaces.
