@@ -247,10 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rlxf.data.files import DatasetError
+
     ns = build_parser().parse_args(argv)
+    # As `python -m` does: a reward or task module in the working directory imports by dotted path.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     try:
         return ns.func(ns)
-    except ConfigError as err:
+    except (ConfigError, DatasetError) as err:
         print(f"rlxf: {err}", file=sys.stderr)
         return 2
 

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rlxf.algos.config import AlgorithmConfig
 from rlxf.algos.preference_losses import PreferenceLossConfig
+from rlxf.config_error import ConfigError
+from rlxf.models.lora_config import LoraConfig
 from rlxf.runtime.config import RuntimeConfig
 from rlxf.tracking.config import LoggingConfig
 from rlxf.train.optim_config import OptimConfig
@@ -35,7 +37,11 @@ class Section(BaseModel):
 
 class ModelConfig(Section):
     path: str = "tiny:default"  # a local folder / HF cache name, or tiny:NAME for the built-in tiny model
-    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto = the checkpoint's own dtype
+    allow_download: bool = False  # offline by default: only a local folder or the HF cache is read
+    disable_dropout: bool = True  # dropout off for training (as TRL does): rollout and trainer agree
+    gradient_checkpointing: bool = False  # recompute activations in backward (actor and critic): less memory
+    lora: LoraConfig | None = None  # train low-rank adapters instead of every weight (pip install 'rlxf[lora]')
     device: str = "auto"  # auto = cuda when available, else cpu
     critic_path: str | None = None  # PPO critic initialisation; defaults to the policy's path
 
@@ -47,6 +53,7 @@ class DataConfig(Section):
     eval_size: int = Field(200, ge=1)
     chat_template: bool = False  # render `prompt` strings through the tokenizer's chat template
     max_prompt_tokens: int = Field(256, ge=1)
+    long_prompts: Literal["error", "drop"] = "error"  # prompts over max_prompt_tokens, found at load
     task_args: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -304,10 +311,6 @@ _LOOP_REFUSALS: tuple[Callable[[Config, Any], str | None], ...] = (
     _unsupported_feature("algorithm.advantage_estimator", lambda needs: needs.greedy_baseline,
                          lambda c: c.algorithm.needs_greedy_baseline),
 )
-
-
-class ConfigError(ValueError):
-    """A recipe or override the config tree does not accept; the message names the key."""
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:

@@ -133,5 +133,9 @@ def test_unknown_allowed_package_is_named():
 
 
 def test_basic_mode_says_it_shows_the_host_filesystem():
-    res = run_python("print(1)", limits=LIMITS, isolation="basic")
+    from rlxf.rewards.sandbox import _warn_basic_mode
+
+    _warn_basic_mode.cache_clear()
+    with pytest.warns(RuntimeWarning, match="can read the host's files"):
+        res = run_python("print(1)", limits=LIMITS, isolation="basic")
     assert res.ok and "host_filesystem" in res.isolation

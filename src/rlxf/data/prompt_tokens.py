@@ -6,19 +6,37 @@ from transformers import PreTrainedTokenizerBase
 
 
 def render_prompt(row: dict, tokenizer: PreTrainedTokenizerBase, chat_template: bool) -> str:
-    if "messages" in row:
-        return tokenizer.apply_chat_template(row["messages"], tokenize=False, add_generation_prompt=True)
-    if chat_template:
-        messages = [{"role": "user", "content": row["prompt"]}]
+    if uses_template(row, chat_template):
+        messages = row["messages"] if "messages" in row else [{"role": "user", "content": row["prompt"]}]
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return row["prompt"]
+
+
+def uses_template(row: dict, chat_template: bool) -> bool:
+    return "messages" in row or chat_template
+
+
+def encode_prompt_lengths(
+    rows: list[dict], tokenizer: PreTrainedTokenizerBase, chat_template: bool
+) -> tuple[list[str], list[list[int]]]:
+    """(texts, token ids). A rendered chat template writes its own special tokens (BOS included);
+    a plain ``prompt`` gets the tokenizer's, as ``tokenizer(text)`` gives them (BOS for Llama/Mistral)."""
+    texts = [render_prompt(row, tokenizer, chat_template) for row in rows]
+    templated = [uses_template(row, chat_template) for row in rows]
+    encoded: list[list[int]] = [[] for _ in rows]
+    for rendered in (True, False):  # one tokenizer call per kind
+        where = [i for i, t in enumerate(templated) if t == rendered]
+        if where:
+            ids = tokenizer([texts[i] for i in where], add_special_tokens=not rendered)["input_ids"]
+            for i, row_ids in zip(where, ids):
+                encoded[i] = row_ids
+    return texts, encoded
 
 
 def encode_prompts(
     rows: list[dict], tokenizer: PreTrainedTokenizerBase, chat_template: bool, max_tokens: int
 ) -> list[list[int]]:
-    texts = [render_prompt(row, tokenizer, chat_template) for row in rows]
-    encoded = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    texts, encoded = encode_prompt_lengths(rows, tokenizer, chat_template)
     for text, ids in zip(texts, encoded):
         if len(ids) > max_tokens:
             raise ValueError(

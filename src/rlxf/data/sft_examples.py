@@ -1,7 +1,8 @@
 """SFT examples as batches: the prompt, then the target response and end-of-sequence (the only loss tokens).
 
 Rows carry the target in ``sft_target`` (text), or as the last assistant turn of ``messages``. The
-response is the target's tokens followed by end-of-sequence, so the model learns to stop. Preference
+response is the target's tokens followed by the chat template's end-of-turn token (the tokenizer's
+EOS when the template has none), so the model learns to stop the way it will be asked to. Preference
 pairs reuse it (data/preferences.py: the chosen and the rejected answer as two targets).
 """
 
@@ -11,6 +12,7 @@ import torch
 
 from rlxf.batch import TrajectoryBatch, left_pad
 from rlxf.data.prompt_tokens import encode_prompts
+from rlxf.models.special_tokens import end_of_turn_id
 
 
 def split_target(row: dict) -> tuple[dict, str]:
@@ -26,8 +28,9 @@ def split_target(row: dict) -> tuple[dict, str]:
 def sft_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_tokens: int) -> TrajectoryBatch:
     prompts, targets = zip(*(split_target(r) for r in rows))
     prompt_tokens = encode_prompts(list(prompts), tokenizer, chat_template, max_prompt_tokens)
+    end = end_of_turn_id(tokenizer)
     target_tokens = [
-        ids + [tokenizer.eos_token_id]
+        ids + [end]
         for ids in tokenizer(list(targets), add_special_tokens=False)["input_ids"]
     ]
     prompt_ids, prompt_mask = left_pad(prompt_tokens, tokenizer.pad_token_id, torch.device("cpu"))

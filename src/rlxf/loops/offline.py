@@ -26,6 +26,7 @@ from rlxf.loops.run_state import RunState, load_run_state
 from rlxf.loops.setup import RunContext, build_rollout, build_run_context, load_policy
 from rlxf.loops.sft import run_sft
 from rlxf.loops.summary import write_summary
+from rlxf.models.tokenizer_files import save_tokenizer
 from rlxf.tracking.metrics import MetricsLogger
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.engine import LossFn, TrainEngine
@@ -84,7 +85,7 @@ def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective
                             tokenizer, keep_last: int) -> Path:
     def fill(folder: Path) -> None:
         objective.save_model(folder / objective.model_name)
-        tokenizer.save_pretrained(folder / objective.model_name)
+        save_tokenizer(tokenizer, folder / objective.model_name)
         ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 

@@ -23,6 +23,7 @@ from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, warm_start_policy
 from rlxf.loops.setup import RunContext
 from rlxf.models.reward_model import load_reward_model, reward_model_from_lm, sequence_rewards
+from rlxf.models.special_tokens import end_of_turn_id
 
 
 def pair_scores(model: torch.nn.Module, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -31,6 +32,13 @@ def pair_scores(model: torch.nn.Module, batch) -> tuple[torch.Tensor, torch.Tens
     scores = sequence_rewards(model, batch.input_ids, batch.attention_mask)
     half = len(batch) // 2
     return scores[:half], scores[half:]
+
+
+def reward_model_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_tokens: int):
+    """Chosen-then-rejected pairs, each response without the end-of-turn token its target ends with
+    (the chat template's, e.g. <|im_end|>, else EOS): the score is read at the response's last token."""
+    batch = pair_batch(rows, tokenizer, chat_template, max_prompt_tokens)
+    return without_eos(batch, end_of_turn_id(tokenizer), tokenizer.pad_token_id)
 
 
 def reward_model_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
@@ -42,8 +50,7 @@ def reward_model_objective(config: Config, context: RunContext, checkpoint: Path
     micro, tokenizer = config.preference.micro_batch_size, context.tokenizer
 
     def batch_of(rows: list[dict]):
-        batch = pair_batch(rows, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
-        return without_eos(batch, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        return reward_model_batch(rows, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
 
     def loss_share(rows: list[dict], total_pairs: int):
         loss, accuracy = bradley_terry_loss(*pair_scores(model, batch_of(rows)))

@@ -35,6 +35,7 @@ from rlxf.loops.run_state import RunState
 from rlxf.loops.summary import write_summary
 from rlxf.rewards.monitors import build_monitor
 from rlxf.runtime.weight_sync import sync_weights
+from rlxf.tracking.reduce import reduce_metrics
 
 
 class StageTimer:
@@ -51,8 +52,8 @@ class StageTimer:
 
 
 def mean_of(history: list[dict[str, float]], prefix: str) -> dict[str, float]:
-    keys = history[0].keys() if history else ()
-    return {f"{prefix}/{k}": sum(h[k] for h in history) / len(history) for k in keys}
+    """The step's metrics from one dict per optimizer step: means, but *_max / *_min as extremes."""
+    return {f"{prefix}/{k}": v for k, v in reduce_metrics(history).items()}
 
 
 def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer, metrics: dict[str, float]) -> None:

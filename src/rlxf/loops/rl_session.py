@@ -18,6 +18,7 @@ import torch
 from rlxf.algos import AdaptiveKLController, FixedKLController, kl_controller_from_config
 from rlxf.config import Config, dump_config
 from rlxf.eval.accuracy import evaluate_problems
+from rlxf.loops.lora_policy import attach_lora, lora_start_path
 from rlxf.loops.run_dir import prepare_run_dir
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import (
@@ -155,10 +156,13 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     context = build_run_context(config, runtime=runtime)
     torch.manual_seed(config.seed)
     state = load_run_state(checkpoint) if checkpoint else RunState()
-    policy = load_policy(config, str(checkpoint / "policy") if checkpoint else context.model_path, context.device)
+    start = lora_start_path(config, run_dir, checkpoint) or (str(checkpoint / "policy") if checkpoint else context.model_path)
+    policy = load_policy(config, start, context.device)
     rollout = build_rollout(config, policy, context.tokenizer, runtime)
     if checkpoint is None and config.sft.steps:
         warm_up_with_sft(config, policy, context, rollout, write)
+    if config.model.lora is not None:  # adapters on the policy; the reference is the adapter switched off
+        policy = attach_lora(config, policy, run_dir, checkpoint)
     reference = place_reference(config, runtime, policy, context, run_dir / "reference", fresh=checkpoint is None)
     actor, critic = place_trainers(config, runtime, policy, context)
     params = sampling_params(config)
@@ -192,9 +196,12 @@ def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContex
 
 def place_reference(config: Config, runtime: Runtime, policy: torch.nn.Module, context: RunContext, folder: Path,
                     fresh: bool) -> ReferenceRole | None:
-    """The frozen reference (only with ``algorithm.kl_coef > 0``): the starting policy, saved once in ``folder``."""
+    """The frozen reference (only with ``algorithm.kl_coef > 0``): the starting policy, saved once in
+    ``folder``; with LoRA the policy itself with its adapter switched off."""
     if not config.algorithm.uses_reference:
         return None
+    if config.model.lora is not None:  # the policy itself, its adapter switched off: no copy
+        return runtime.place("reference", ReferenceRole, policy, config.train.micro_batch_size, config.rollout.temperature)
     if fresh:
         policy.save_pretrained(folder)
     return runtime.place("reference", ReferenceRole, load_policy(config, str(folder), context.device),

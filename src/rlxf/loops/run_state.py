@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 
+from rlxf.models.tokenizer_files import save_tokenizer
 from rlxf.train import checkpoint as ckpt
 
 
@@ -40,7 +41,7 @@ class RunState:
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
     def fill(folder: Path) -> None:
         actor.save_checkpoint(folder)
-        tokenizer.save_pretrained(folder / "policy")
+        save_tokenizer(tokenizer, folder / "policy")
         if critic is not None:
             critic.save_checkpoint(folder)
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))

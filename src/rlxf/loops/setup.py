@@ -9,10 +9,13 @@ from dataclasses import dataclass
 import torch
 import transformers
 
-from rlxf.config import Config, RewardConfig
+from rlxf.config import Config, ConfigError, RewardConfig
+from rlxf.data.prompt_lengths import check_prompt_lengths
 from rlxf.data.prompts import load_task
 from rlxf.data.tasks import TaskSplits
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path
+from rlxf.models.special_tokens import stop_token_ids
+from rlxf.models.training_switches import disable_dropout, enable_activation_checkpointing
 from rlxf.rewards.registry import build_reward
 from rlxf.roles.reward import RewardRole
 from rlxf.roles.rollout import RolloutRole
@@ -54,26 +57,37 @@ class RunContext:
 
 
 def build_reward_role(cfg: RewardConfig) -> RewardRole:
-    return RewardRole(build_reward(cfg.function, cfg.kwargs), cfg.function, cfg.timeout_seconds)
+    try:
+        reward = build_reward(cfg.function, cfg.kwargs)
+    except ValueError as err:  # unknown name, module that does not import, attribute missing
+        raise ConfigError(f"reward.function {cfg.function!r}: {err}") from None
+    return RewardRole(reward, cfg.function, cfg.timeout_seconds)
 
 
 def build_run_context(config: Config, cache_dir: str = ".cache/models", runtime=None) -> RunContext:
     """``runtime`` (rlxf.runtime) places the training reward role; None keeps it in this process."""
     configure_torch(config)
     model_path = resolve_model_path(config.model.path, cache_dir)
+    tokenizer = load_tokenizer(model_path, config.model.allow_download)
     reward = runtime.place("reward", build_reward_role, config.reward) if runtime else build_reward_role(config.reward)
     return RunContext(
         device=pick_device(config.model.device),
         model_path=model_path,
-        tokenizer=load_tokenizer(model_path),
-        task=load_task(config.data, config.seed),
+        tokenizer=tokenizer,
+        task=check_prompt_lengths(load_task(config.data, config.seed), tokenizer, config.data),
         reward=reward,
         eval_reward=build_reward_role(config.eval.reward) if config.eval.reward else reward,
     )
 
 
 def load_policy(config: Config, path: str, device: str) -> torch.nn.Module:
-    return load_causal_lm(path, config.model.dtype, device)
+    """A trainable model: the checkpoint's dtype unless ``model.dtype`` says otherwise, dropout off
+    unless ``model.disable_dropout: false``, activations recomputed with ``model.gradient_checkpointing``
+    (the critic, a copy of the policy or loaded here too, inherits it)."""
+    model = load_causal_lm(path, config.model.dtype, device, config.model.allow_download)
+    if config.model.gradient_checkpointing:
+        enable_activation_checkpointing(model)
+    return disable_dropout(model) if config.model.disable_dropout else model
 
 
 def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> RolloutRole:
@@ -83,8 +97,9 @@ def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> Rol
     ZeRO-3 partitions), so the engine then decodes with a copy of its own."""
     if config.train.backend not in SINGLE_PROCESS_BACKENDS:
         policy = frozen_copy(policy)
-    engine = build_engine(
-        config.rollout.engine, policy, tokenizer.eos_token_id, tokenizer.pad_token_id, config.rollout.engine_options
+    engine = build_engine(  # stops at any of generation_config's EOS ids, the tokenizer's, the end of turn
+        config.rollout.engine, policy, stop_token_ids(tokenizer, policy), tokenizer.pad_token_id,
+        config.rollout.engine_options,
     )
     if config.env.name:  # multi-turn: an environment answers each policy turn (roles/env_rollout.py)
         from rlxf.roles.env_rollout import EnvRolloutRole

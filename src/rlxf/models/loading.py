@@ -1,18 +1,42 @@
-"""Load any causal LM and its tokenizer the way transformers does (local path or HF cache)."""
+"""Load any causal LM and its tokenizer the way transformers does (local path or HF cache).
+
+Offline by default: only a local folder or the HF cache is read (``local_files_only``); a download
+happens only with ``model.allow_download: true``. The weights keep the checkpoint's dtype unless
+``model.dtype`` names another (``auto``, the default, is what transformers' ``dtype="auto"`` does).
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
+from rlxf.config_error import ConfigError
 from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
+from rlxf.models.tokenizer_files import remember_original_padding
 
 # A model path of this form builds (once) and uses the local tiny model: no download.
 TINY_PREFIX = "tiny:"
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+logger = logging.getLogger(__name__)
+
+
+class ModelNotLocalError(ConfigError):
+    """A model path that is neither a folder nor in the HF cache, while downloads are off."""
+
+
+def _offline_guard(path: str, allow_download: bool, what: str):
+    """The ``from_pretrained`` error of an offline miss, as one message naming the path and the switch."""
+    if allow_download or Path(path).exists():
+        return None
+    return ModelNotLocalError(
+        f"model.path {path!r}: no such folder and no {what} in the HF cache; rlxf reads models offline "
+        "(set model.allow_download=true to let transformers download it)"
+    )
 
 
 def resolve_model_path(path: str, work_dir: str | Path = ".cache/models") -> str:
@@ -25,14 +49,33 @@ def resolve_model_path(path: str, work_dir: str | Path = ".cache/models") -> str
     return path
 
 
-def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(path)
+def load_tokenizer(path: str, allow_download: bool = False) -> PreTrainedTokenizerBase:
+    """The tokenizer, left-padding; one without a pad token pads with EOS (logged). Saved policies keep
+    the original tokenizer files and record rlxf's padding beside them (models/tokenizer_files.py)."""
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=not allow_download)
+    except OSError as error:
+        raise (_offline_guard(path, allow_download, "tokenizer") or error) from error
+    remember_original_padding(tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+        logger.warning(
+            "tokenizer of %s has no pad_token: rlxf pads with its eos_token %r (saved policies keep the "
+            "original tokenizer files; the choice is in rlxf_padding.json)",
+            path, tokenizer.eos_token,
+        )
     tokenizer.padding_side = "left"
     return tokenizer
 
 
-def load_causal_lm(path: str, dtype: str = "float32", device: str = "cpu") -> torch.nn.Module:
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+def load_causal_lm(
+    path: str, dtype: str = "auto", device: str = "cpu", allow_download: bool = False
+) -> torch.nn.Module:
+    """``dtype``: ``auto`` keeps the checkpoint's (``config.dtype``), else one of ``DTYPES``."""
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            path, dtype="auto" if dtype == "auto" else DTYPES[dtype], local_files_only=not allow_download
+        )
+    except OSError as error:
+        raise (_offline_guard(path, allow_download, "model") or error) from error
     return model.to(device)

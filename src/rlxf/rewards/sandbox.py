@@ -23,6 +23,7 @@ import functools
 import os
 import shutil
 import sys
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -166,6 +167,14 @@ def run_python(
 # many runs
 
 
+@functools.cache
+def _warn_basic_mode() -> None:
+    warnings.warn("the code sandbox runs in 'basic' isolation: candidate programs can read the host's files "
+                  "(datasets with answers included) and reach the network; their verdicts still cannot be forged. "
+                  "Use root or unprivileged user namespaces for RL on untrusted code (docs/sandbox.md).",
+                  RuntimeWarning, stacklevel=3)
+
+
 @dataclass(frozen=True)
 class SandboxJob:
     code: str
@@ -188,6 +197,8 @@ class CodeSandbox:
         self.max_workers = max(1, max_workers or (os.cpu_count() or 1))
         self.limits = limits or SandboxLimits()
         self.isolation = resolve_isolation(isolation)
+        if self.isolation == "basic":
+            _warn_basic_mode()
         self.python = python or sys.executable
         self.allowed_packages = tuple(allowed_packages)
         self._sandbox: Sandbox | None = None

@@ -90,8 +90,10 @@ class Zygote:
             if mount_point:
                 os.rmdir(mount_point)  # the zygote mounted its root on it in its own namespace only
         if not hello.get("ready"):
-            self.close()
+            if self.proc.poll() is None:
+                self.proc.kill()
             detail = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
+            self.close()
             raise SandboxStartError(f"{mode} sandbox did not start: {hello.get('error', '')} {detail}".strip())
         self.layers = tuple(hello["layers"])
         self.alive = True

@@ -95,7 +95,13 @@ def filesystem_view(python: str, allowed_packages: tuple[str, ...] = ()) -> dict
             site[os.path.basename(path)] = path
             if os.path.isdir(path):
                 elves += [str(p) for p in Path(path).rglob("*.so")]
-    paths = {python, *lib_dirs, *dynload, *_shared_libraries(elves), *(p for p in LOADER_FILES if os.path.exists(p))}
+    inside_site = lambda lib: any(lib == p or lib.startswith(p + "/") for p in site.values())  # noqa: E731
+    # libraries an allowed package vendors (numpy.libs) are found through its bound copy ($ORIGIN)
+    libs = {lib for lib in _shared_libraries(elves) if not inside_site(os.path.realpath(lib))}
+    paths = {python, *lib_dirs, *dynload, *libs, *(p for p in LOADER_FILES if os.path.exists(p))}
+    clashes = sorted(p for p in paths if p.split("/")[1:2] in (["tmp"], ["proc"], ["dev"]))
+    if clashes:  # the view mounts its own /tmp, /proc and /dev over these
+        raise ValueError(f"the sandbox cannot show {clashes[0]!r}: it lives under /tmp, /proc or /dev")
     # a library the host keeps inside site-packages (never needed by the stdlib) stays hidden
     masks = [d for d in site_dirs if any(d.startswith(lib + "/") for lib in lib_dirs)]
     return {"paths": sorted(paths), "masks": masks, "site": site}

@@ -8,6 +8,7 @@ import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
+from rlxf.models.lora import is_lora, merged_state_dict, save_lora_checkpoint
 from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
@@ -39,21 +40,26 @@ class ActorRole:
         return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        return self.engine.full_state_dict()
+        """The weights rollout engines decode with (with LoRA: merged, under the base model's names)."""
+        return merged_state_dict(self.model) if is_lora(self.model) else self.engine.full_state_dict()
 
     def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
         """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
-        return pack_weights(self.engine.full_state_dict(), version, bucket_bytes)
+        return pack_weights(self.state_dict(), version, bucket_bytes)
 
     def send_weights(self, version: int, channel):
         """Send the weights over ``channel``'s transport (runtime/transports/); every trainer rank calls it."""
         return endpoint(channel, "Sender").send(self.engine, version)
 
     def save_checkpoint(self, out_dir: Path) -> None:
-        """``policy/`` (loads with AutoModelForCausalLM) and ``actor.optimizer.*`` into ``out_dir``."""
-        weights = self.engine.full_state_dict()  # every rank takes part in the gather
-        if is_writer():
-            self.model.save_pretrained(Path(out_dir) / "policy", state_dict=weights)
+        """``policy/`` (loads with AutoModelForCausalLM; with LoRA merged, plus ``policy_adapter/``) and
+        ``actor.optimizer.*`` into ``out_dir``."""
+        if is_lora(self.model):
+            save_lora_checkpoint(self.model, out_dir)
+        else:
+            weights = self.engine.full_state_dict()  # every rank takes part in the gather
+            if is_writer():
+                self.model.save_pretrained(Path(out_dir) / "policy", state_dict=weights)
         self.engine.save_state(Path(out_dir), "actor")
 
     def load_checkpoint(self, in_dir: Path) -> None:

@@ -36,6 +36,7 @@ from rlxf.batch import left_pad
 from rlxf.rollout.decoders.base import Decoder, prefill_expanded
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
+from rlxf.rollout.stops import is_stop, stop_ids_tensor
 
 
 @dataclass
@@ -60,11 +61,12 @@ class VersionedGeneration(Generation):
 class InterruptibleGeneration:
     def __init__(
         self, decoder: Decoder, prompts: list[list[int]], params: SamplingParams, version: int,
-        eos_id: int, pad_id: int, device: torch.device | str,
+        eos_id: int | list[int], pad_id: int, device: torch.device | str,
     ) -> None:
         self.decoder, self.params = decoder, params
         self.version, self.eos_id, self.pad_id = version, eos_id, pad_id
         self.device = torch.device(device)
+        self.stop_ids = stop_ids_tensor(eos_id, self.device)
         self.batch_prompts: dict[int, list[list[int]]] = {}
         self._next_batch = 0
         budget = params.max_new_tokens
@@ -179,7 +181,7 @@ class InterruptibleGeneration:
             self.log_probs[rows, cols] = logp
             self.versions[rows, cols] = self.version
             self.lengths[rows] += 1
-            eos = tokens == self.eos_id
+            eos = is_stop(tokens, self.stop_ids)
             self.stopped[rows[eos]] = True
             finished = eos | (cols + 1 >= budget)
             if finished.any():

@@ -23,6 +23,7 @@ from rlxf.rollout.engine import INTERRUPTIBLE, ROLLOUT_ENGINES
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
+from rlxf.rollout.stops import is_stop, stop_ids_tensor
 
 
 def decode_dtype(name: str) -> torch.dtype:
@@ -35,17 +36,23 @@ def decode_dtype(name: str) -> torch.dtype:
 class TorchRolloutEngine:
     capabilities = frozenset({INTERRUPTIBLE})  # its KV-cache decoder steps one token at a time
 
-    def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int, dtype: str | None = None) -> None:
+    def __init__(
+        self, model: torch.nn.Module, eos_id: int | list[int], pad_id: int, dtype: str | None = None,
+        decoder: str = "auto",
+    ) -> None:
         """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
         in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
         at the price of rollout log-probs that differ from the trainer's (``algorithm.tis_level``
-        corrects for that; ``rollout_log_prob_diff`` measures it)."""
+        corrects for that; ``rollout_log_prob_diff`` measures it). ``decoder`` (``auto`` | ``llama`` |
+        ``hf``): the fast Llama-family decoder or transformers' own forward; ``auto`` picks the fast
+        one where the architecture allows (no sliding window shorter than the context)."""
         self.model = model
         self.eos_id = eos_id
         self.pad_id = pad_id
         self.version = 0
-        self.decoder = make_decoder(model, dtype=None if dtype is None else decode_dtype(dtype))
+        self.decoder = make_decoder(model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype))
         self.device = next(model.parameters()).device
+        self.stop_ids = stop_ids_tensor(eos_id, self.device)  # any of them ends a sample
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         self.decoder.load_state_dict(state_dict)
@@ -79,7 +86,7 @@ class TorchRolloutEngine:
             else:
                 out_ids[active, step] = tokens
                 out_logp[active, step] = logp
-            finished = tokens == self.eos_id
+            finished = is_stop(tokens, self.stop_ids)
             if finished.any():
                 lengths[active[finished]] = step + 1
                 stopped[active[finished]] = True

@@ -50,6 +50,7 @@ import torch
 from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
+from rlxf.rollout.stops import stop_id_list
 
 log = logging.getLogger(__name__)
 
@@ -110,9 +111,10 @@ class VLLMRolloutEngine:
 
     capabilities: frozenset[str] = frozenset()  # one call generates to the end: not interruptible
 
-    def __init__(self, model: torch.nn.Module, eos_id: int, pad_id: int, **engine_options: Any) -> None:
+    def __init__(self, model: torch.nn.Module, eos_id: int | list[int], pad_id: int, **engine_options: Any) -> None:
         vllm = import_vllm()  # first: a missing vLLM fails before any work
         self.eos_id = eos_id
+        self.stop_ids = stop_id_list(eos_id)
         self.pad_id = pad_id
         self.version = 0
         self.device = torch.device("cpu")  # where the returned tensors live
@@ -156,7 +158,7 @@ class VLLMRolloutEngine:
             top_k=params.top_k if params.top_k > 0 else -1,  # -1 = off in every vLLM version
             max_tokens=params.max_new_tokens,
             logprobs=0,  # the sampled token's log-prob only
-            stop_token_ids=[self.eos_id],
+            stop_token_ids=self.stop_ids,
             seed=seed,
             detokenize=False,
         )
@@ -197,7 +199,7 @@ class VLLMRolloutEngine:
             if len(completions) != params.n:
                 raise RuntimeError(f"vLLM returned {len(completions)} samples for a prompt, expected {params.n}")
             for completion in completions:
-                rows.append(_completion_row(completion, self.eos_id))
+                rows.append(_completion_row(completion, self.stop_ids))
         assert len(rows) == total
         width = max(1, max(len(ids) for ids, _ in rows))
         response_ids = torch.full((total, width), self.pad_id, dtype=torch.long)
@@ -208,7 +210,7 @@ class VLLMRolloutEngine:
             response_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             log_probs[row, : len(ids)] = torch.tensor(logps, dtype=torch.float32)
             lengths[row] = len(ids)
-            stopped[row] = bool(ids) and ids[-1] == self.eos_id
+            stopped[row] = bool(ids) and ids[-1] in self.stop_ids
         response_mask = response_mask_from_lengths(response_ids, lengths)
         return Generation(
             prompt_index=torch.arange(len(prompts)).repeat_interleave(params.n),
@@ -267,11 +269,12 @@ class VLLMRolloutEngine:
         self._model_dir.cleanup()
 
 
-def _completion_row(completion, eos_id: int) -> tuple[list[int], list[float]]:
-    """(token ids up to and including the first EOS, the sampled tokens' log-probs)."""
+def _completion_row(completion, stop_ids: list[int]) -> tuple[list[int], list[float]]:
+    """(token ids up to and including the first stop token, the sampled tokens' log-probs)."""
     ids = [int(t) for t in completion.token_ids]
-    if eos_id in ids:
-        ids = ids[: ids.index(eos_id) + 1]
+    first_stop = next((k for k, t in enumerate(ids) if t in stop_ids), None)
+    if first_stop is not None:
+        ids = ids[: first_stop + 1]
     logprobs = completion.logprobs
     if logprobs is None:
         raise RuntimeError("vLLM returned no log-probs (SamplingParams.logprobs=0 was set)")

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import torch
 
+from rlxf.tracking.reduce import reduce_metrics
+
 
 @dataclass
 class RowShards:
@@ -58,10 +60,11 @@ GLOBAL_METRICS = ("loss", "grad_norm", "lr")  # already reduced over ranks by th
 
 def merge_step_metrics(per_rank: list[list[dict[str, float]]]) -> list[dict[str, float]]:
     """One dict per optimizer step: the engine's global metrics from rank 0, the others (micro-batch
-    means) averaged over ranks — equal to the single-process mean when the micro-batches coincide."""
+    means) averaged over ranks — equal to the single-process mean when the micro-batches coincide —
+    and extremes (``*_max`` / ``*_min``) taken over ranks (tracking/reduce.py)."""
     merged = []
     for steps in zip(*per_rank):
-        step = {k: sum(s[k] for s in steps) / len(steps) for k in steps[0]}
+        step = reduce_metrics(steps)
         step.update({k: steps[0][k] for k in GLOBAL_METRICS if k in steps[0]})
         merged.append(step)
     return merged

@@ -10,11 +10,11 @@ skips in a row raise :class:`NonFiniteUpdateError`. Actor, critic, SFT, DPO and 
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 import torch
 
+from rlxf.tracking.reduce import reduce_metrics
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.optim_config import OptimConfig
@@ -66,24 +66,22 @@ class TrainEngine:
     def optimizer_step(self, micro_batches: Iterable, loss_of: LossFn) -> dict[str, float]:
         self.model.train()
         self._zero_grad()
-        totals: dict[str, float] = defaultdict(float)
-        count = 0
+        loss_total = 0.0
+        history: list[dict[str, float]] = []
         for micro in micro_batches:
             with autocast(self.model, self.cfg.autocast):
                 loss, metrics = loss_of(micro)
             self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
-            totals["loss"] += float(loss.detach())
-            for name, value in metrics.items():
-                totals[name] += value
-            count += 1
-        loss = self._global_loss(totals["loss"])  # the same value on every rank: they decide alike
+            loss_total += float(loss.detach())
+            history.append(metrics)
+        loss = self._global_loss(loss_total)  # the same value on every rank: they decide alike
         grad_norm = self._update() if math.isfinite(loss) else float("nan")
         skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))
         self._count_nonfinite(skipped, loss, grad_norm)
         if not skipped:
             self.scheduler.step()
-        # "loss" is a sum of shares (the mini-batch loss); other metrics are micro-batch means.
-        out = {name: v / count for name, v in totals.items() if name != "loss"}
+        # "loss" is a sum of shares (the mini-batch loss); *_max / *_min are extremes; the rest means.
+        out = reduce_metrics(history)
         out.update(loss=loss, grad_norm=grad_norm, lr=self.scheduler.get_last_lr()[0], skipped_nonfinite=float(skipped))
         return out
 

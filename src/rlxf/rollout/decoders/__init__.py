@@ -9,7 +9,12 @@ import torch
 
 from rlxf.rollout.decoders.base import Decoder, position_ids_from_mask
 from rlxf.rollout.decoders.hf_decoder import HFDecoder
-from rlxf.rollout.decoders.llama_decoder import SUPPORTED_MODEL_TYPES, LlamaDecoder, check_supported
+from rlxf.rollout.decoders.llama_decoder import (
+    SUPPORTED_MODEL_TYPES,
+    LlamaDecoder,
+    check_supported,
+    sliding_window,
+)
 
 __all__ = [
     "Decoder",
@@ -26,10 +31,19 @@ logger = logging.getLogger(__name__)
 def make_decoder(model, *, prefer: str = "auto", dtype: torch.dtype | None = None) -> Decoder:
     """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``).
 
+    The choice is made here, up front: a sliding window shorter than the model's context (Mistral)
+    means HFDecoder under ``auto`` (transformers' cache applies the window; LlamaDecoder attends to
+    the whole sequence and so refuses sequences past the window). ``prefer`` is the torch engine's
+    ``rollout.engine_options.decoder``.
+
     ``dtype`` (default: the model's) is the dtype the decoder computes in. LlamaDecoder holds its own
     weights anyway; HFDecoder shares the model, so a different dtype costs it a copy of the model."""
     if prefer not in ("auto", "hf", "llama"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
+    window = sliding_window(model.config)
+    if prefer == "auto" and window is not None and window < getattr(model.config, "max_position_embeddings", window + 1):
+        logger.info("make_decoder: sliding_window=%d < context: HFDecoder", window)
+        prefer = "hf"
     if prefer != "hf":
         try:
             check_supported(model.config)

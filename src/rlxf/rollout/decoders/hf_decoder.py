@@ -9,6 +9,7 @@ from torch import Tensor
 
 from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
+from rlxf.rollout.decoders.eval_mode import eval_mode
 
 __all__ = ["HFDecoder"]
 
@@ -46,13 +47,14 @@ class HFDecoder:
     def _forward(self, input_ids: Tensor, attention_mask: Tensor, position_ids: Tensor) -> Tensor:
         kwargs = {"logits_to_keep": 1} if self._logits_to_keep else {}
         kwargs[self._cache_kw] = self._cache
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            use_cache=True,
-            **kwargs,
-        )
+        with eval_mode(self.model):  # the trainer may have left the shared model training: no dropout
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                use_cache=True,
+                **kwargs,
+            )
         new_cache = getattr(out, "cache", None)
         if new_cache is None:
             new_cache = getattr(out, "past_key_values", None)

@@ -80,7 +80,8 @@ def check_supported(config) -> None:
         raise NotImplementedError("LlamaDecoder: pretraining_tp > 1 not supported")
 
 
-def _sliding_window(config) -> int | None:
+def sliding_window(config) -> int | None:
+    """The attention window the config applies, or None (full attention)."""
     window = getattr(config, "sliding_window", None)
     if window is None:
         return None
@@ -121,7 +122,7 @@ class LlamaDecoder:
         self.hidden = H = config.hidden_size
         self.inter = inter = config.intermediate_size
         self.eps = float(config.rms_norm_eps)
-        self.sliding_window = _sliding_window(config)
+        self.sliding_window = sliding_window(config)
         vocab = any_w.shape[0]
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
         if "lm_head.weight" not in state_dict:
@@ -303,7 +304,8 @@ class LlamaDecoder:
         L = P + int(max_new_tokens)
         if self.sliding_window is not None and L > self.sliding_window:
             raise NotImplementedError(
-                f"LlamaDecoder: sliding_window={self.sliding_window} < max length {L} (use HFDecoder)"
+                f"LlamaDecoder: sliding_window={self.sliding_window} < max length {L} "
+                "(rollout.engine_options.decoder=auto or hf picks the decoder that applies the window)"
             )
         nh, nkv, hd, inter = self.n_heads, self.n_kv, self.head_dim, self.inter
         C = nh + 2 * nkv
