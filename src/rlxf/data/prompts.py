@@ -11,7 +11,9 @@ from rlxf.data.tasks import TASKS, TaskSplits
 
 def load_task(data_config, seed: int) -> TaskSplits:
     # Importing the modules registers their tasks.
-    from rlxf.data import arithmetic, files, humaneval, preferences, reasoning_gym, repeat, tool_arithmetic  # noqa: F401
+    from rlxf.data import (  # noqa: F401
+        arithmetic, files, humaneval, judge_task, preferences, reasoning_gym, repeat, tool_arithmetic,
+    )
 
     args = dict(data_config.task_args)
     if data_config.path is not None:  # the file tasks (file, preference_file)

@@ -13,7 +13,7 @@ REWARDS: Registry = Registry("reward")
 # Modules whose import registers the built-in rewards (imported on first use; heavy imports stay lazy).
 BUILTIN_REWARD_MODULES = (
     "arithmetic", "math_answer", "format", "length", "mix", "code_reward", "reward_model", "judge",
-    "remote", "env_reward", "reasoning_gym", "parallel",
+    "remote", "env_reward", "reasoning_gym", "parallel", "judge_agreement",
 )
 
 
