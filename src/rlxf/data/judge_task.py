@@ -60,7 +60,8 @@ def pointwise_rows(a: int, b: int, rng: random.Random, sloppy: bool, both_orders
     claim = a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng)
     rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
     return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
-             "label": int(claim == a + b), "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
+             "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
+             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
 
 
 def pairwise_verdict(first: int, second: int, truth: int) -> str:
