@@ -12,7 +12,14 @@ from rlxf.data.tasks import TASKS, TaskSplits
 def load_task(data_config, seed: int) -> TaskSplits:
     # Importing the modules registers their tasks.
     from rlxf.data import (  # noqa: F401
-        arithmetic, files, humaneval, judge_task, preferences, reasoning_gym, repeat, tool_arithmetic,
+        arithmetic,
+        files,
+        humaneval,
+        judge_task,
+        preferences,
+        reasoning_gym,
+        repeat,
+        tool_arithmetic,
     )
 
     args = dict(data_config.task_args)
