@@ -2,14 +2,13 @@
 callable backend, the OpenAI-compatible backend against a loopback server, and the built-in engine."""
 
 import itertools
-import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rlxf.rewards.judge import JudgeReward
 from rlxf.rewards.judge_votes import combine_samples, majority_vote
+from tests.rewards.chat_server import chat_server
 
 _REPLIES = itertools.cycle(["Score: 10", "Score: 0", "Score: 10", "garbled", "Score: 10"])
 
@@ -50,45 +49,26 @@ def test_bad_samples_settings_are_named():
         JudgeReward(backend="openai", backend_kwargs={"url": "http://127.0.0.1:9", "model": "m"}, samples=3)
 
 
-class _SamplingHandler(BaseHTTPRequestHandler):
-    """Answers request n of a response with 'Score: 8' unless n % 3 == 2 ('Score: 2'); fails 'bad' ones."""
-    counts: dict = {}
-    lock = threading.Lock()
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        content = body["messages"][0]["content"]
-        if "bad" in content:
-            self.send_response(500)
-            self.end_headers()
-            return
-        with self.lock:
-            n = self.counts[content] = self.counts.get(content, -1) + 1
-        assert body["temperature"] == 0.7
-        data = json.dumps({"choices": [{"message": {"content": "Score: 2" if n % 3 == 2 else "Score: 8"}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_openai_backend_with_three_samples():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _SamplingHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    counts, lock = {}, threading.Lock()
+
+    def reply(path, body):  # request n for a response: 'Score: 8', but 'Score: 2' when n % 3 == 2; 'bad' fails
+        content = body["messages"][0]["content"]
+        assert body["temperature"] == 0.7
+        if "bad" in content:
+            return None
+        with lock:
+            n = counts[content] = counts.get(content, -1) + 1
+        return "Score: 2" if n % 3 == 2 else "Score: 8"
+
+    with chat_server(reply) as url:
         reward = JudgeReward(backend="openai", samples=3, aggregate="mean", default_score=0.1,
                              backend_kwargs={"url": url, "model": "m", "temperature": 0.7, "timeout_seconds": 10})
         out = reward.score(["q", "q"], ["good", "bad"], [{}, {}])
-    finally:
-        server.shutdown()
     assert out.scores == [pytest.approx(0.6), 0.1]  # mean of 0.8, 0.8, 0.2; every 'bad' request failed
     assert out.components["judge_spread"] == [pytest.approx(0.2828427), 0.0]
     assert out.components["judge_failed"] == [0.0, 1.0]
-    assert sum(_SamplingHandler.counts.values()) + len(_SamplingHandler.counts) == 3  # three requests for 'good'
+    assert list(counts.values()) == [2]  # three requests for 'good' (n = 0, 1, 2)
 
 
 def test_engine_backend_with_samples(tiny_model_dir):
