@@ -29,7 +29,7 @@ def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: flo
     torch.manual_seed(seed)
     judge = JudgeReward(backend="engine", rubric=POINTWISE_RUBRIC, min_score=0, max_score=1, default_score=-1.0,
                         samples=samples, aggregate="vote",
-                        backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 56,
+                        backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
                                         "temperature": temperature, "batch_size": 256})
     out = judge.score([r["question"] for r in rows], [r["claim"] for r in rows], rows)
     right = [score >= 0 and int(score >= 0.5) == row["label"] for score, row in zip(out.scores, rows)]

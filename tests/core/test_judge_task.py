@@ -36,6 +36,9 @@ def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form):
     rows = splits.train + splits.eval
     out = reward.score([r["prompt"] for r in rows], [r["sft_target"] for r in rows], rows)
     assert out.components["correct"] == [1.0] * len(rows)
+    if form == "pointwise":  # the claim is copied beside the worked-out sum, then the verdict
+        assert all(r["sft_target"].endswith(f"sum {eval(r['question'][:-1])} vs {r['claim']} Score: {r['label']}")
+                   for r in rows)
 
 
 def test_sloppy_teacher_misjudges_only_carrying_problems():

@@ -6,7 +6,8 @@
 
 A pointwise prompt shows one claimed sum (``check 347+8=355``), a pairwise prompt two candidates
 (``compare 347+8= A:355 B:345``). The judge answers with a rationale that works through the digits from
-the right (``7+8=15 4+0+1=5 3+0=3 sum 355``), then its verdict in the format the ``judge`` reward parses
+the right (``7+8=15 4+0+1=5 3+0=3 sum 355``), copies the claim beside its sum (``vs 345``: a tiny model
+compares neighbours far more easily than distant tokens), then gives its verdict in the format the ``judge`` reward parses
 (``Score: 1`` / ``Score: 0``; ``[[A]]`` / ``[[B]]`` / ``[[tie]]``). Wrong candidates are mostly the sum of
 a teacher that forgets carries (the hard case), else the true sum with one digit changed. Both numbers
 wrong makes a pairwise tie.
@@ -61,7 +62,7 @@ def pointwise_rows(a: int, b: int, rng: random.Random, sloppy: bool, both_orders
     rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
     return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
              "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
-             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
+             "sft_target": f"{rationale} vs {claim} Score: {int(claim == believed)}"}]
 
 
 def pairwise_verdict(first: int, second: int, truth: int) -> str:
@@ -82,7 +83,7 @@ def pairwise_rows(
     rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
     return [{"prompt": PAIRWISE_PROMPT.format(question=f"{a}+{b}=", first=x, second=y), "form": "pairwise",
              "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": i,
-             "sft_target": f"{rationale} [[{pairwise_verdict(x, y, believed)}]]"} for i, (x, y) in enumerate(orders)]
+             "sft_target": f"{rationale} vs A:{x} B:{y} [[{pairwise_verdict(x, y, believed)}]]"} for i, (x, y) in enumerate(orders)]
 
 
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
