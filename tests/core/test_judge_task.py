@@ -37,7 +37,7 @@ def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form):
     out = reward.score([r["prompt"] for r in rows], [r["sft_target"] for r in rows], rows)
     assert out.components["correct"] == [1.0] * len(rows)
     if form == "pointwise":  # the claim is copied beside the worked-out sum, then the verdict
-        assert all(r["sft_target"].endswith(f"sum {eval(r['question'][:-1])} vs {r['claim']} Score: {r['label']}")
+        assert all(r["sft_target"].endswith(f"sum {sum(map(int, r['question'][:-1].split('+')))} vs {r['claim']} Score: {r['label']}")
                    for r in rows)
 
 
