@@ -2,7 +2,7 @@
 
     python benchmarks/reward_hacking_comparison.py --judge runs/grm/checkpoints/step_000150/policy \
         [--untrained-judge PATH] [--reward-model runs/reward_model/checkpoints/step_000500/reward_model] \
-        [--steps 40] [--out runs/hacking]
+        [--steps 40] [--out runs/hacking] [--override sft.steps=100 ...]
 
 Every source trains the default recipe's policy (same seed, same SFT start, same steps) with GRPO; held-out
 evaluation always uses the rule verifier (true accuracy), and the monitors score each step's samples with the
@@ -54,7 +54,8 @@ def true_sum(prompt: str) -> str:
 
 def read_run(run_dir: Path) -> dict:
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    samples = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
+    logged = run_dir / "samples.jsonl"
+    samples = [json.loads(line) for line in logged.read_text().splitlines()] if logged.exists() else []
     gamed = [s for s in samples if s["reward"] >= 0.5 and not is_correct(s["response"], true_sum(s["prompt"]))]
     return {
         "train_reward": [(r["step"], round(r["reward/mean"], 4)) for r in rows if "reward/mean" in r],
@@ -74,13 +75,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--out", default="runs/hacking")
+    parser.add_argument("--override", action="append", default=[], help="a recipe override for every run (repeatable)")
     args = parser.parse_args()
     result = {"steps": args.steps}
     for name, overrides in sources(args).items():
         run_dir = Path(args.out) / name
         config = load_config(None, [f"run_dir={run_dir}", f"train.steps={args.steps}", f"eval.every={args.eval_every}",
                                     "eval.reward={function: arithmetic}", "monitor.verifier=arithmetic",
-                                    "logging.progress_bar=false", "logging.sinks=[jsonl]", *overrides])
+                                    f"logging.samples_every={args.eval_every}",
+                                    "logging.progress_bar=false", "logging.sinks=[jsonl]", *args.override, *overrides])
         summary = train_rl(config, write=lambda _: None)
         result[name] = {"initial_accuracy": summary["initial_eval_accuracy"],
                         "final_accuracy": summary["final_eval_accuracy"], **read_run(run_dir)}
