@@ -12,10 +12,10 @@ then a score in a parseable form.
         aggregate: vote                       # ... combined by majority vote, or mean
 
 The judge must end with ``Score: N`` (also accepted: ``<score>N</score>``, ``[[N]]``, ``N/10``-style
-values); the last such mark counts (``rewards/judge_parsing.py``). Scores are mapped to [0, 1]; with
-``samples: k`` the k scores are averaged or voted, and their spread is the component ``judge_spread``. A reply without a parseable score in
-range, or a failed request, scores ``default_score`` and is counted (components ``judge_malformed``,
-``judge_failed``) — it never stops training.
+values); the last such mark counts (``rewards/judge_parsing.py``). Scores are mapped to [0, 1]. A reply
+without a parseable score in range, or a failed request, scores ``default_score`` and is counted (components
+``judge_malformed``, ``judge_failed``) — it never stops training. With ``samples: k`` the k scores of a
+response are averaged or voted (``rewards/judge_votes.py``), their spread is the component ``judge_spread``.
 """
 
 from __future__ import annotations
