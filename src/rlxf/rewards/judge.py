@@ -5,7 +5,7 @@ then a score in a parseable form.
       function: judge
       kwargs:
         backend: openai                       # or engine (the built-in engine on a local model), or module:attr
-        backend_kwargs: {url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct}
+        backend_kwargs: {url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, temperature: 0.7}
         min_score: 0
         max_score: 10
         samples: 5                            # k judgments per response (backend temperature > 0) ...
