@@ -49,6 +49,9 @@ def main() -> None:
     args = parser.parse_args()
     rows = arithmetic_judge_task(args.seed, args.eval_size, form="pointwise", digits=3, b_digits=1).eval
     checkpoints = {"judge": args.judge, **({"reference": args.reference} if args.reference else {})}
+    missing = [f"--{name} {path}" for name, path in checkpoints.items() if not Path(path, "config.json").exists()]
+    if missing:
+        parser.error(f"no checkpoint (config.json) at {', '.join(missing)}")
     result = {"eval_claims": len(rows), "temperature": args.temperature}
     for name, path in checkpoints.items():
         by_k = {"greedy": verdict_accuracy(path, rows, 1, 0.0, args.seed)}
