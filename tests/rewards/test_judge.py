@@ -1,12 +1,9 @@
 """The LLM judge: score parsing (well-formed and malformed), counting, and the OpenAI-compatible backend."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
 import pytest
 
 from rlxf.rewards.judge import JudgeReward, parse_judge_score
+from tests.rewards.chat_server import chat_server
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -49,35 +46,19 @@ def test_judge_prompt_carries_rubric_reference_and_range():
     assert "Reference answer: 4" in text and "from 1 to 5" in text and "Response:\n4" in text
 
 
-class _ChatHandler(BaseHTTPRequestHandler):
-    seen: list = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        _ChatHandler.seen.append((self.path, body["model"]))
-        content = "Looks right. Score: 8" if "good" in body["messages"][0]["content"] else "Hmm."
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": content}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_openai_compatible_backend_round_trip():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    seen = []
+
+    def reply(path, body):
+        seen.append((path, body["model"]))
+        return "Looks right. Score: 8" if "good" in body["messages"][0]["content"] else "Hmm."
+
+    with chat_server(reply) as url:
         reward = JudgeReward(backend="openai", backend_kwargs={"url": url, "model": "judge-x", "timeout_seconds": 10})
         out = reward.score(["q", "q"], ["good", "bad"], [{}, {}])
-    finally:
-        server.shutdown()
     assert out.scores == [0.8, 0.0]
     assert out.components["judge_malformed"] == [0.0, 1.0]
-    assert _ChatHandler.seen[-1] == ("/v1/chat/completions", "judge-x")
+    assert seen[-1] == ("/v1/chat/completions", "judge-x")
 
 
 def test_unreachable_endpoint_is_named_after_its_retries():

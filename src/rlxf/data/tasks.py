@@ -22,6 +22,6 @@ TASK_MODULES = {
     "arithmetic": "rlxf.data.arithmetic", "arithmetic_preferences": "rlxf.data.preferences",
     "preference_file": "rlxf.data.preferences", "file": "rlxf.data.files", "humaneval": "rlxf.data.humaneval",
     "tool_arithmetic": "rlxf.data.tool_arithmetic", "reasoning_gym": "rlxf.data.reasoning_gym",
-    "repeat": "rlxf.data.repeat",
+    "repeat": "rlxf.data.repeat", "arithmetic_judge": "rlxf.data.judge_task",
 }
 TASKS: Registry = Registry("task", modules=TASK_MODULES)

@@ -5,25 +5,30 @@ then a score in a parseable form.
       function: judge
       kwargs:
         backend: openai                       # or engine (the built-in engine on a local model), or module:attr
-        backend_kwargs: {url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct}
+        backend_kwargs: {url: http://127.0.0.1:8000/v1, model: qwen2.5-7b-instruct, temperature: 0.7}
         min_score: 0
         max_score: 10
+        samples: 5                            # k judgments per response (backend temperature > 0) ...
+        aggregate: vote                       # ... combined by majority vote, or mean
 
 The judge must end with ``Score: N`` (also accepted: ``<score>N</score>``, ``[[N]]``, ``N/10``-style
-values); the last such mark counts. Scores are mapped to [0, 1]. A reply without a parseable score in
-range, or a request that failed after its retries, scores ``default_score`` and is counted (components
-``judge_malformed``, ``judge_failed``); only a batch whose every request failed (the endpoint is down)
-stops the run, with an error naming the endpoint.
+values); the last such mark counts (``rewards/judge_parsing.py``). Scores are mapped to [0, 1]. A reply
+without a parseable score in range, or a request that failed after its retries, scores ``default_score``
+and is counted (components ``judge_malformed``, ``judge_failed``); only a batch whose every request failed
+(the endpoint is down) stops the run, with an error naming the endpoint. With ``samples: k`` the k scores
+of a response are averaged or voted (``rewards/judge_votes.py``), their spread is the component
+``judge_spread``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from rlxf.rewards.base import RewardOutput
 from rlxf.rewards.judge_backends import build_judge_backend
+from rlxf.rewards.judge_parsing import parse_judge_score
+from rlxf.rewards.judge_votes import JUDGE_AGGREGATES, combine_samples
 from rlxf.rewards.registry import REWARDS
 
 DEFAULT_RUBRIC = (
@@ -35,42 +40,25 @@ DEFAULT_RUBRIC = (
     "from {min_score} to {max_score}."
 )
 
-_NUMBER = r"(-?\d+(?:\.\d+)?)(?:\s*/\s*(\d+(?:\.\d+)?))?"
-SCORE_PATTERNS = (
-    re.compile(r"<score>\s*" + _NUMBER + r"\s*</score>", re.IGNORECASE),
-    re.compile(r"\[\[\s*" + _NUMBER + r"\s*\]\]"),
-    re.compile(r"\bscore\s*[:=]?\s*\**\s*" + _NUMBER, re.IGNORECASE),
-)
-
-
-def parse_judge_score(text: str | None, min_score: float = 0.0, max_score: float = 10.0) -> float | None:
-    """The judge's score (the last mark of the first pattern kind that occurs), or None when missing,
-    unparseable or out of ``[min_score, max_score]``. ``7/10`` is rescaled to the range's top."""
-    if not text:
-        return None
-    for pattern in SCORE_PATTERNS:
-        matches = pattern.findall(text)
-        if not matches:
-            continue
-        value, denominator = matches[-1]
-        score = float(value)
-        if denominator:
-            if float(denominator) == 0:
-                return None
-            score = score / float(denominator) * max_score
-        return score if min_score <= score <= max_score else None
-    return None
-
 
 @REWARDS.register("judge")
 class JudgeReward:
     def __init__(
         self, backend: str = "engine", backend_kwargs: dict[str, Any] | None = None, rubric: str = DEFAULT_RUBRIC,
-        min_score: float = 0.0, max_score: float = 10.0, default_score: float = 0.0,
+        min_score: float = 0.0, max_score: float = 10.0, default_score: float = 0.0, samples: int = 1,
+        aggregate: str = "mean",
     ) -> None:
         if max_score <= min_score:
             raise ValueError(f"judge: max_score ({max_score}) must exceed min_score ({min_score})")
+        if samples < 1:
+            raise ValueError(f"judge: samples must be >= 1, got {samples}")
+        if aggregate not in JUDGE_AGGREGATES:
+            raise ValueError(f"judge: unknown aggregate {aggregate!r}; known: {sorted(JUDGE_AGGREGATES)}")
         self.backend = build_judge_backend(backend, backend_kwargs)
+        if samples > 1 and getattr(self.backend, "temperature", None) == 0:
+            raise ValueError(f"judge: samples={samples} at backend temperature 0 asks {samples} times for the same "
+                             "reply; set backend_kwargs.temperature > 0")
+        self.samples, self.aggregate = samples, aggregate
         self.rubric = rubric
         self.min_score, self.max_score, self.default_score = min_score, max_score, default_score
 
@@ -79,14 +67,22 @@ class JudgeReward:
         return self.rubric.format(prompt=prompt, response=response, reference=reference,
                                   min_score=self.min_score, max_score=self.max_score)
 
+    def normalized(self, reply: str | None) -> float | None:
+        parsed = parse_judge_score(reply, self.min_score, self.max_score)
+        return None if parsed is None else (parsed - self.min_score) / (self.max_score - self.min_score)
+
     def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
-        requests = [self.judge_prompt(p, r, m) for p, r, m in zip(prompts, responses, metadata)]
+        k = self.samples
+        requests = [self.judge_prompt(p, r, m) for p, r, m in zip(prompts, responses, metadata) for _ in range(k)]
         replies = self.backend.generate(requests)
-        scores, malformed, failed = [], [], []
-        for reply in replies:
-            parsed = parse_judge_score(reply, self.min_score, self.max_score)
-            failed.append(float(reply is None))
-            malformed.append(float(reply is not None and parsed is None))
-            scores.append(self.default_score if parsed is None
-                          else (parsed - self.min_score) / (self.max_score - self.min_score))
-        return RewardOutput(scores=scores, components={"judge_malformed": malformed, "judge_failed": failed})
+        scores, malformed, failed, spread = [], [], [], []
+        for start in range(0, len(replies), k):
+            samples = replies[start: start + k]
+            parsed = [self.normalized(reply) for reply in samples]
+            combined, deviation = combine_samples(parsed, self.aggregate)
+            scores.append(self.default_score if combined is None else combined)
+            failed.append(sum(reply is None for reply in samples) / k)
+            malformed.append(sum(r is not None and p is None for r, p in zip(samples, parsed)) / k)
+            spread.append(deviation)
+        return RewardOutput(scores=scores, components={"judge_malformed": malformed, "judge_failed": failed,
+                                                       "judge_spread": spread})

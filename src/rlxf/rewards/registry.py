@@ -14,7 +14,7 @@ REWARD_MODULES = {
     "length": "rlxf.rewards.length", "mix": "rlxf.rewards.mix", "code_tests": "rlxf.rewards.code_reward",
     "reward_model": "rlxf.rewards.reward_model", "judge": "rlxf.rewards.judge", "remote": "rlxf.rewards.remote",
     "env": "rlxf.rewards.env_reward", "reasoning_gym": "rlxf.rewards.reasoning_gym",
-    "parallel": "rlxf.rewards.parallel",
+    "parallel": "rlxf.rewards.parallel", "judge_agreement": "rlxf.rewards.judge_agreement",
 }
 REWARDS: Registry = Registry("reward", modules=REWARD_MODULES)
 

@@ -1,0 +1,119 @@
+"""Judge training as an ordinary task: the policy is the judge of ``a+b=c`` claims from the arithmetic task.
+
+    data:
+      task: arithmetic_judge
+      task_args: {form: pointwise, digits: 3, b_digits: 1, sloppy_teacher: 0.7}
+
+A pointwise prompt shows one claimed sum (``check 347+8=355``), a pairwise prompt two candidates
+(``compare 347+8= A:355 B:345``). The judge answers with a rationale that works through the digits from
+the right (``7+8=15 4+0+1=5 3+0=3 sum 355``), copies the claim beside its sum (``vs 345``: a tiny model
+compares neighbours far more easily than distant tokens), then gives its verdict in the format the ``judge`` reward parses
+(``Score: 1`` / ``Score: 0``; ``[[A]]`` / ``[[B]]`` / ``[[tie]]``). Wrong candidates are mostly the sum of
+a teacher that forgets carries (the hard case), else the true sum with one digit changed. Both numbers
+wrong makes a pairwise tie.
+
+``label`` is the true verdict (what ``judge_agreement`` rewards). ``sft_target`` is the rationale and
+verdict SFT imitates; with ``sloppy_teacher=p`` a seeded fraction ``p`` of the training problems that
+carry are demonstrated by a teacher that forgets carries in its rationale and so often judges wrongly,
+and RL against the labels has something to fix (as in the default recipe). The split into train and
+held-out problems is the arithmetic task's own, so the judge is never evaluated on a trained problem. The
+held-out pairwise split holds every pair in both orders (``pair``, ``order``) to measure position bias.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from rlxf.data.arithmetic import add_without_carry, arithmetic_task
+from rlxf.data.tasks import TASKS, TaskSplits
+
+POINTWISE_RUBRIC = "check {prompt}{response}\n"  # usable as the `judge` reward's rubric (min 0, max 1)
+PAIRWISE_PROMPT = "compare {question} A:{first} B:{second}\n"
+HARD_NEGATIVE_SHARE = 0.7  # of the wrong candidates of carrying problems: the forgotten-carry sum
+
+
+def digit_rationale(a: int, b: int, forget_carries: bool = False) -> tuple[str, int]:
+    """The column-by-column working of ``a+b`` from the right, and the sum it arrives at."""
+    columns, total, place, carry = [], 0, 1, 0
+    while a or b or carry or not columns:
+        x, y = a % 10, b % 10
+        column = x + y + carry
+        columns.append(f"{x}+{y}" + ("+1" if carry else "") + f"={column}")
+        total += (column % 10) * place
+        carry = 0 if forget_carries else column // 10
+        a, b, place = a // 10, b // 10, place * 10
+    return " ".join(columns) + f" sum {total}", total
+
+
+def wrong_candidate(a: int, b: int, rng: random.Random) -> int:
+    """A wrong sum: the forgotten-carry one where it differs (mostly), else one digit of the truth changed."""
+    truth, sloppy = a + b, add_without_carry(a, b)
+    if sloppy != truth and rng.random() < HARD_NEGATIVE_SHARE:
+        return sloppy
+    digits = list(str(truth))
+    position = rng.randrange(len(digits))
+    digits[position] = rng.choice([d for d in "0123456789" if d != digits[position]])
+    return int("".join(digits))
+
+
+def pointwise_rows(a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool) -> list[dict]:
+    claim = a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng)
+    rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
+    return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
+             "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
+             "sft_target": f"{rationale} vs {claim} Score: {int(claim == believed)}"}]
+
+
+def pairwise_verdict(first: int, second: int, truth: int) -> str:
+    if (first == truth) == (second == truth):
+        return "tie"
+    return "A" if first == truth else "B"
+
+
+def pairwise_rows(
+    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, tie_fraction: float = 0.2
+) -> list[dict]:
+    wrong = wrong_candidate(a, b, rng)
+    other = a + b
+    if rng.random() < tie_fraction:
+        other = next(c for c in (wrong_candidate(a, b, rng) for _ in range(100)) if c != wrong)
+    pair = [other, wrong] if rng.random() < 0.5 else [wrong, other]
+    orders = [pair, pair[::-1]] if both_orders else [pair]
+    rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
+    return [{"prompt": PAIRWISE_PROMPT.format(question=f"{a}+{b}=", first=x, second=y), "form": "pairwise",
+             "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": i,
+             "sft_target": f"{rationale} vs A:{x} B:{y} [[{pairwise_verdict(x, y, believed)}]]"} for i, (x, y) in enumerate(orders)]
+
+
+JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
+
+
+def _operands(row: dict) -> tuple[int, int]:
+    a, b = row["prompt"].rstrip("=").split("+")
+    return int(a), int(b)
+
+
+@TASKS.register("arithmetic_judge")
+def arithmetic_judge_task(
+    seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
+    sloppy_teacher: float = 0.0,
+) -> TaskSplits:
+    if form not in JUDGE_FORMS:
+        raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
+    if not 0.0 <= sloppy_teacher <= 1.0:
+        raise ValueError(f"arithmetic_judge task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
+    problems = arithmetic_task(seed, eval_size, digits=digits, ops="+", b_digits=b_digits)
+    make_rows = JUDGE_FORMS[form]
+    rng, teacher = random.Random(seed + 2), random.Random(seed + 3)
+
+    def rows(split: list[dict], train: bool) -> list[dict]:
+        out = []
+        for problem in split:
+            a, b = _operands(problem)
+            carries = add_without_carry(a, b) != a + b
+            sloppy = train and carries and teacher.random() < sloppy_teacher
+            out += make_rows(a, b, rng, sloppy, both_orders=not train)
+        return out
+
+    return TaskSplits(train=rows(problems.train, True), eval=rows(problems.eval, False))

@@ -1,0 +1,66 @@
+"""The judge-training task: digit rationales, labels, the sloppy teacher, held-out pairs in both orders."""
+
+import random
+
+import pytest
+
+from rlxf.data.arithmetic import add_without_carry
+from rlxf.data.judge_task import arithmetic_judge_task, digit_rationale, pairwise_verdict, wrong_candidate
+from rlxf.rewards.judge_agreement import JudgeAgreementReward
+
+
+@pytest.mark.parametrize("a, b, forget, expected", [
+    (347, 8, False, ("7+8=15 4+0+1=5 3+0=3 sum 355", 355)),
+    (347, 8, True, ("7+8=15 4+0=4 3+0=3 sum 345", 345)),
+    (999, 9, False, ("9+9=18 9+0+1=10 9+0+1=10 0+0+1=1 sum 1008", 1008)),
+    (0, 0, False, ("0+0=0 sum 0", 0)),
+])
+def test_digit_rationale(a, b, forget, expected):
+    assert digit_rationale(a, b, forget_carries=forget) == expected
+
+
+def test_wrong_candidates_are_wrong():
+    rng = random.Random(0)
+    assert all(wrong_candidate(a, b, rng) != a + b for a in range(0, 1000, 7) for b in range(10))
+
+
+@pytest.mark.parametrize("first, second, expected", [(355, 345, "A"), (345, 355, "B"), (345, 354, "tie")])
+def test_pairwise_verdict(first, second, expected):
+    assert pairwise_verdict(first, second, truth=355) == expected
+
+
+@pytest.mark.parametrize("form", ["pointwise", "pairwise"])
+def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form):
+    splits = arithmetic_judge_task(seed=0, eval_size=50, form=form, digits=2, b_digits=1)
+    reward = JudgeAgreementReward()
+    rows = splits.train + splits.eval
+    out = reward.score([r["prompt"] for r in rows], [r["sft_target"] for r in rows], rows)
+    assert out.components["correct"] == [1.0] * len(rows)
+    if form == "pointwise":  # the claim is copied beside the worked-out sum, then the verdict
+        assert all(r["sft_target"].endswith(f"sum {sum(map(int, r['question'][:-1].split('+')))} vs {r['claim']} Score: {r['label']}")
+                   for r in rows)
+
+
+def test_sloppy_teacher_misjudges_only_carrying_problems():
+    splits = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, sloppy_teacher=1.0)
+    out = JudgeAgreementReward().score([""] * len(splits.train), [r["sft_target"] for r in splits.train], splits.train)
+    wrong = [r for r, c in zip(splits.train, out.components["correct"]) if c == 0]
+    assert len(wrong) > 100
+    for row in wrong:  # each misjudged claim was worked out without carries, on a problem that carries
+        a, b = (int(x) for x in row["prompt"].split()[1].split("=")[0].split("+"))
+        assert add_without_carry(a, b) != a + b and f"sum {add_without_carry(a, b)} " in row["sft_target"]
+
+
+def test_held_out_problems_stay_out_of_training_and_pairs_come_in_both_orders():
+    splits = arithmetic_judge_task(seed=0, eval_size=50, form="pairwise", digits=2, b_digits=1)
+    train_problems = {r["prompt"].split()[1] for r in splits.train}
+    assert len(splits.eval) == 100 and not train_problems & {r["pair"] + "=" for r in splits.eval}
+    first, second = splits.eval[0], splits.eval[1]
+    assert first["pair"] == second["pair"] and (first["order"], second["order"]) == (0, 1)
+    a_b = first["prompt"].split(" A:")[1].rstrip("\n").split(" B:")
+    assert second["prompt"].endswith(f"A:{a_b[1]} B:{a_b[0]}\n")
+
+
+def test_unknown_form_is_named():
+    with pytest.raises(ValueError, match="unknown form 'listwise'"):
+        arithmetic_judge_task(seed=0, eval_size=10, form="listwise")
