@@ -120,7 +120,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last)
 
     if checkpoint is None:
-        state.last_eval = objective.evaluate()
+        state.record_eval(0, objective.evaluate())
         state.initial_eval = dict(state.last_eval)
         state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
         write(f"held-out before training: {_brief(state.last_eval)}")
@@ -133,8 +133,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         if objective.step_metrics is not None:
             metrics.update({f"train/{k}": v for k, v in objective.step_metrics().items()})
         if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
-            state.last_eval = objective.evaluate()
-            metrics.update(state.last_eval)
+            metrics.update(state.record_eval(step, objective.evaluate()))
         state.step, state.data_position = step, stream.position
         if config.checkpoint.every and step % config.checkpoint.every == 0 or step == objective.steps:
             save()

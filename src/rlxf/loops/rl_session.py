@@ -95,7 +95,7 @@ class RLSession:
         every = self.config.eval.every
         if every and step % every == 0 or step == self.config.train.steps:
             with timer("eval"):
-                self.state.last_eval = self.evaluate(rollout, step)
+                self.state.record_eval(step, self.evaluate(rollout, step))
             metrics.update(self.state.last_eval)
 
     def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> bool:
@@ -240,7 +240,7 @@ def resume_from(session: RLSession, checkpoint: Path) -> None:
 def evaluate_and_save_step_0(session: RLSession) -> None:
     """A fresh run's starting point: the held-out evaluation of the starting policy and checkpoint 0."""
     state = session.state
-    state.last_eval = session.evaluate(step=0)
+    state.record_eval(0, session.evaluate(step=0))
     state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
     session.write(f"held-out accuracy before RL: {state.initial_eval_accuracy:.3f} on "
                   f"{len(session.context.task.eval)} problems")

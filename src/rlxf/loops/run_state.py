@@ -23,10 +23,20 @@ class RunState:
     initial_eval_accuracy: float | None = None
     initial_eval: dict = field(default_factory=dict)  # the whole first evaluation (offline loops)
     last_eval: dict = field(default_factory=dict)
+    best_eval_accuracy: float | None = None  # the highest held-out eval/accuracy so far (the earliest on ties)
+    best_eval_step: int | None = None
     wall_seconds: float = 0.0  # wall time spent by this run up to the checkpoint, over all resumes
     # The checkpointed step's metrics (timings up to the save): logged again on resume if the run
     # died between writing the checkpoint and writing the step's metrics line.
     step_metrics: dict = field(default_factory=dict)
+
+    def record_eval(self, step: int, metrics: dict) -> dict:
+        """``metrics`` of the held-out evaluation at ``step`` become the last one, and the best if they are."""
+        self.last_eval = metrics
+        accuracy = metrics.get("eval/accuracy")
+        if accuracy is not None and (self.best_eval_accuracy is None or accuracy > self.best_eval_accuracy):
+            self.best_eval_accuracy, self.best_eval_step = accuracy, step
+        return metrics
 
     def capture(self, sample_gen: torch.Generator, shuffle_gen: torch.Generator, data_position: int) -> None:
         self.sample_rng = ckpt.generator_state_to_json(sample_gen)

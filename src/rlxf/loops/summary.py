@@ -12,6 +12,8 @@ def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: 
         "initial_eval_accuracy": state.initial_eval_accuracy,
         "final_eval_accuracy": state.last_eval.get("eval/accuracy"),
         "final_eval_reward": state.last_eval.get("eval/reward"),
+        "best_eval_accuracy": state.best_eval_accuracy,
+        "best_eval_step": state.best_eval_step,
         "steps": steps,
         "wall_seconds": round(wall_seconds, 2),
         **(extra or {}),
