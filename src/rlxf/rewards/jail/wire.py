@@ -21,15 +21,6 @@ class ProtocolError(Exception):
     """The other side sent something that is not a well-formed frame or value."""
 
 
-class Handle:
-    """A reference to an object that lives in the candidate's process (never its value)."""
-
-    __slots__ = ("ref",)
-
-    def __init__(self, ref):
-        self.ref = ref
-
-
 # ------------------------------------------------------------------------------------------- values
 
 _SCALARS = (type(None), bool, int, float, str)
@@ -57,8 +48,6 @@ def encode(value, make_handle=None, depth=0):
         return {"b": base64.b64encode(value).decode("ascii")}
     if kind is complex:
         return {"c": [value.real, value.imag]}
-    if kind is Handle:
-        return {"h": value.ref}
     if make_handle is None:
         raise TypeError(f"{kind.__name__} is not plain data")
     return {"h": make_handle(value)}
