@@ -316,11 +316,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
+    """Overrides may also come after the options (``rlxf eval RECIPE --model M key=value``): argparse takes
+    a command's positionals in one piece, so the ``key=value`` words it leaves are added to them."""
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(ns, "args")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        ns.args = [*ns.args, *extra]
+    return ns
+
+
 def main(argv: list[str] | None = None) -> int:
     from rlxf.data.files import DatasetError
     from rlxf.rewards.guarded import RewardError
 
-    ns = build_parser().parse_args(argv)
+    ns = parse_command_line(argv)
     # As `python -m` does: a reward or task module in the working directory imports by dotted path.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -26,10 +26,13 @@ def _flow(value: Any) -> str:
     return text.removesuffix("\n...").removesuffix("...").strip()
 
 
-def _defaults_of(section: BaseModel) -> BaseModel | None:
-    """The section as the code would build it with no recipe: a preset's own values for ``algorithm``."""
+def _defaults_of(section: BaseModel, parent_default: Any) -> BaseModel | None:
+    """The section as the code would build it with no recipe (the parent's default when it has one, as
+    ``critic_optim``'s own learning rate); for ``algorithm``, the chosen preset's values."""
     if isinstance(section, AlgorithmConfig):
         return AlgorithmConfig(name=section.name)
+    if isinstance(parent_default, type(section)):
+        return parent_default
     try:
         return type(section)()
     except ValueError:  # a section without defaults for every field
@@ -43,7 +46,7 @@ def _lines(section: BaseModel, defaults: BaseModel | None, indent: str) -> list[
         default = getattr(defaults, name, None) if defaults is not None else None
         description = " ".join((field.description or "").split())
         if isinstance(value, BaseModel):
-            sub_defaults = default if isinstance(default, type(value)) else _defaults_of(value)
+            sub_defaults = _defaults_of(value, default)
             header = f"{indent}{name}:"
             out.append(f"{header.ljust(COMMENT_COLUMN)}  # {description}" if description else header)
             out += _lines(value, sub_defaults, indent + "  ")
