@@ -143,7 +143,7 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
     try:
         serve(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port, settings)
     except (ValueError, ImportError) as err:  # a refused bind or a missing extra: say why, no traceback
-        print(err, file=sys.stderr)
+        print(f"rlxf: serve-reward: {err}", file=sys.stderr)
         return 2
     return 0
 

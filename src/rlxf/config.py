@@ -1,6 +1,8 @@
 """The typed config tree, loaded from a YAML recipe plus dotted ``key=value`` overrides.
 
-Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key.
+Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key; names
+are checked at load too (loop, task and the task's keyword arguments, reward, engine, runtime, backend),
+and every key has a description (``rlxf config show`` prints them with the values and defaults).
 Batch sizes are counted in *trajectories* (one prompt + one response) unless the name says prompts:
 
 * ``train.prompts_per_step``  prompts drawn per RL step; each gets ``rollout.n_samples`` responses,
@@ -24,11 +26,11 @@ from rlxf.algos.preference_losses import PreferenceLossConfig
 from rlxf.config_error import ConfigError
 from rlxf.models.lora_config import LoraConfig
 from rlxf.overrides import apply_overrides, parse_override, read_recipe
-
-__all__ = ["Config", "ConfigError", "build_config", "dump_config", "load_config", "parse_override"]
 from rlxf.runtime.config import RuntimeConfig
 from rlxf.tracking.config import LoggingConfig
 from rlxf.train.optim_config import OptimConfig
+
+__all__ = ["Config", "ConfigError", "build_config", "dump_config", "load_config", "parse_override"]
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
 
