@@ -11,7 +11,7 @@ so background load hits both alike; times are medians after ``--warmup`` steps.
 
 Two modes:
 
-* ``trained``: the default recipe's tiny model after a short SFT (cached under ``.cache/bench``): it
+* ``trained``: the default recipe's tiny model after a short SFT (cached under ``~/.cache/rlxf/bench``, models/cache_dir.py): it
   answers in a few tokens and stops, so most rows end early. Reward and held-out accuracy (greedy,
   rlxf's evaluator for both models) are compared after the same number of samples.
 * ``full``: the untrained tiny model with end-of-sequence disabled on both sides, so every completion
@@ -48,6 +48,7 @@ from rlxf.config import Config  # noqa: E402
 from rlxf.data.arithmetic import arithmetic_task  # noqa: E402
 from rlxf.data.prompts import PromptStream  # noqa: E402
 from rlxf.eval.accuracy import evaluate  # noqa: E402
+from rlxf.models.cache_dir import user_cache_dir  # noqa: E402
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
 from rlxf.rewards.arithmetic import AnswerReward  # noqa: E402
 from rlxf.roles.actor import ActorRole  # noqa: E402
@@ -67,7 +68,7 @@ def task_splits():
 
 def sft_model_path(steps: int) -> str:
     """The default recipe's SFT stage applied to the tiny model once; later runs reuse it."""
-    out = Path(".cache/bench") / f"tiny-sft-{steps}"
+    out = user_cache_dir() / "bench" / f"tiny-sft-{steps}"
     if (out / "config.json").exists():
         return str(out)
     from rlxf.loops.sft import run_sft

@@ -52,3 +52,15 @@ def _threads():
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _user_cache_in_tmp(tmp_path_factory):
+    # tiny:NAME models are built in the user cache (models/cache_dir.py): tests build theirs in a temporary one.
+    previous = os.environ.get("RLXF_CACHE_DIR")
+    os.environ["RLXF_CACHE_DIR"] = str(tmp_path_factory.mktemp("rlxf-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("RLXF_CACHE_DIR", None)
+    else:
+        os.environ["RLXF_CACHE_DIR"] = previous

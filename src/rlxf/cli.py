@@ -1,6 +1,7 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
-``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``. Thin: parse, load config, call a loop."""
+``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``, ``rlxf config show [RECIPE] [key=value ...]``, ``rlxf --version``.
+Thin: parse, load config, call a loop. A mistake of the user's is one ``rlxf:`` line, exit code 2."""
 
 from __future__ import annotations
 
@@ -15,10 +16,16 @@ from rlxf.config import ConfigError
 
 
 def _split_recipe(args: list[str]) -> tuple[str | None, list[str]]:
-    """The first argument is a recipe path unless it looks like key=value."""
-    if args and "=" not in args[0]:
-        return args[0], args[1:]
-    return None, args
+    """The first argument is a recipe path unless it looks like key=value; a config key without ``=``
+    (``rlxf train train.steps``) is an override that lost its value, not a recipe."""
+    if not args or "=" in args[0]:
+        return None, args
+    from rlxf.config_reference import config_key_exists
+
+    first = args[0]
+    if not Path(first).exists() and not first.endswith((".yaml", ".yml")) and config_key_exists(first):
+        raise ConfigError(f"override {first!r} has no value: write {first}=VALUE (rlxf config show lists the keys)")
+    return first, args[1:]
 
 
 def _write(text: str) -> None:
@@ -136,7 +143,7 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
     try:
         serve(build_reward(cfg.function, cfg.kwargs), cfg.function, ns.host, ns.port, settings)
     except (ValueError, ImportError) as err:  # a refused bind or a missing extra: say why, no traceback
-        print(err, file=sys.stderr)
+        print(f"rlxf: serve-reward: {err}", file=sys.stderr)
         return 2
     return 0
 
@@ -184,6 +191,17 @@ def cmd_studio(ns: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_show(ns: argparse.Namespace) -> int:
+    from rlxf.config import DEFAULT_RECIPE, load_config
+    from rlxf.config_reference import describe_config
+
+    recipe, overrides = _split_recipe(ns.args)
+    config = load_config(recipe, overrides)
+    title = f"{recipe or DEFAULT_RECIPE}" + (f" + {' '.join(overrides)}" if overrides else "")
+    print(describe_config(config, title), end="")
+    return 0
+
+
 def cmd_algorithms(ns: argparse.Namespace) -> int:
     from rlxf.algos import describe_presets
 
@@ -191,14 +209,50 @@ def cmd_algorithms(ns: argparse.Namespace) -> int:
     return 0
 
 
+CONFIG_POINTER = ("every key, its default and meaning: rlxf config show [RECIPE.yaml] [key=value ...]; "
+                  "recipes: src/rlxf/recipes/")
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines) + f"\n\n{CONFIG_POINTER}"
+
+
+def _version() -> str:
+    """rlxf's version and the versions it runs with (package metadata: nothing heavy is imported)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return (f"rlxf {of('rlxf')} (python {sys.version.split()[0]}, torch {of('torch')}, "
+            f"transformers {of('transformers')})")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rlxf", description="Reinforcement learning from any feedback for LLMs.")
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="rlxf", description="Reinforcement learning from any feedback for LLMs.", formatter_class=formatter,
+        epilog=_examples("rlxf train                              # the default recipe: SFT, then GRPO on addition",
+                         "rlxf train recipes/dpo.yaml train.steps=50", "rlxf config show algorithm.name=ppo",
+                         "rlxf train --help"))
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="run a recipe (default: the built-in default recipe)")
+
+    def command(name: str, help: str, *examples: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, epilog=_examples(*examples), formatter_class=formatter)
+
+    train = command("train", "run a recipe (default: the built-in default recipe)",
+                    "rlxf train", "rlxf train algorithm.name=ppo train.steps=50 run_dir=runs/ppo",
+                    "rlxf train recipes/dpo.yaml", "rlxf train --resume runs/default")
     train.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last checkpoint")
     train.set_defaults(func=cmd_train)
-    ev = sub.add_parser("eval", help="evaluate checkpoints on a recipe's task: accuracy, pass@k, maj@k, paired comparison")
+    ev = command("eval", "evaluate checkpoints on a recipe's task: accuracy, pass@k, maj@k, paired comparison",
+                 "rlxf eval --model runs/default/checkpoints/step_000100/policy --n 16 --k 1 4 16",
+                 "rlxf eval --model CKPT_A --model CKPT_B --n 16   # + a paired comparison (docs/evaluation.md)")
     ev.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     ev.add_argument("--model", action="append", metavar="PATH",
                     help="checkpoint folder; repeat to compare (default: the recipe's model.path)")
@@ -207,11 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", default="runs/eval", help="folder for eval.json and eval_problems.jsonl")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.set_defaults(func=cmd_eval)
-    plot = sub.add_parser("plot", help="one PNG of a run's curves (several runs overlaid)")
+    plot = command("plot", "one PNG of a run's curves (several runs overlaid)",
+                   "rlxf plot runs/default", "rlxf plot runs/default runs/ppo -o compare.png")
     plot.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     plot.add_argument("-o", "--output", help="PNG path (default: RUN_DIR/plots.png for one run, ./plots.png for several)")
     plot.set_defaults(func=cmd_plot)
-    serve = sub.add_parser("serve-reward", help="serve the recipe's reward over HTTP (POST /score)")
+    serve = command("serve-reward", "serve the recipe's reward over HTTP (POST /score)",
+                    "rlxf serve-reward --port 8088", "rlxf serve-reward reward.function=math")
     serve.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     serve.add_argument("--port", type=int, default=8088)
@@ -223,7 +279,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=4, help="reward calls at once")
     serve.add_argument("--no-merge", action="store_true", help="never merge concurrent requests into one call")
     serve.set_defaults(func=cmd_serve_reward)
-    sweep = sub.add_parser("sweep", help="run a recipe over several seeds; held-out metric per seed, mean ± std, worst")
+    sweep = command("sweep", "run a recipe over several seeds; held-out metric per seed, mean ± std, worst",
+                    "rlxf sweep recipes/dpo.yaml --seeds 5", "rlxf sweep train.steps=40 --seeds 3 --out runs/sweep40")
     sweep.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     sweep.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
     sweep.add_argument("--first-seed", type=int, default=0)
@@ -232,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
     sweep.add_argument("--no-plot", action="store_true")
     sweep.set_defaults(func=cmd_sweep)
-    studio = sub.add_parser("studio", help="local web app: watch runs, label preferences, train on the labels")
+    studio = command("studio", "local web app: watch runs, label preferences, train on the labels",
+                     "rlxf studio runs", "rlxf studio runs --export 1 prefs.jsonl")
     studio.add_argument("runs_dir", nargs="?", default="runs", help="folder of run directories (default: runs)")
     studio.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback only)")
     studio.add_argument("--port", type=int, default=8765)
@@ -241,23 +299,52 @@ def build_parser() -> argparse.ArgumentParser:
     studio.add_argument("--export", nargs=2, metavar=("CAMPAIGN_ID", "OUT.jsonl"),
                         help="write a campaign's preference JSONL and exit")
     studio.set_defaults(func=cmd_studio)
-    algos = sub.add_parser("algorithms", help="list the algorithm presets")
+    algos = command("algorithms", "list the algorithm presets", "rlxf algorithms",
+                    "rlxf train algorithm.name=dr_grpo")
     algos.set_defaults(func=cmd_algorithms)
+    config = command("config", "show the resolved config", "rlxf config show",
+                     "rlxf config show recipes/dpo.yaml preference.loss.name=ipo")
+    config_sub = config.add_subparsers(dest="action", required=True)
+    show = config_sub.add_parser(
+        "show", help="the resolved tree: each key's value, default and meaning (YAML)", formatter_class=formatter,
+        description="Print the config a recipe and overrides resolve to, as YAML: each key's value, its default "
+                    "(* = changed) and what it means.",
+        epilog=_examples("rlxf config show", "rlxf config show recipes/dpo.yaml preference.loss.name=ipo",
+                         "rlxf config show algorithm.name=ppo > my_recipe.yaml"))
+    show.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
+    show.set_defaults(func=cmd_config_show)
     return parser
+
+
+def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
+    """Overrides may also come after the options (``rlxf eval RECIPE --model M key=value``): argparse takes
+    a command's positionals in one piece, so the ``key=value`` words it leaves are added to them."""
+    parser = build_parser()
+    ns, extra = parser.parse_known_args(argv)
+    stray = [a for a in extra if a.startswith("-") or "=" not in a or not hasattr(ns, "args")]
+    if stray:
+        parser.error(f"unrecognized arguments: {' '.join(stray)}")
+    if extra:
+        ns.args = [*ns.args, *extra]
+    return ns
 
 
 def main(argv: list[str] | None = None) -> int:
     from rlxf.data.files import DatasetError
+    from rlxf.rewards.guarded import RewardError
 
-    ns = build_parser().parse_args(argv)
+    ns = parse_command_line(argv)
     # As `python -m` does: a reward or task module in the working directory imports by dotted path.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return ns.func(ns)
-    except (ConfigError, DatasetError) as err:
+    except (ConfigError, DatasetError) as err:  # usage: the recipe, an override, a file it names
         print(f"rlxf: {err}", file=sys.stderr)
         return 2
+    except RewardError as err:  # the run stopped on the reward; its last checkpoint is kept (--resume)
+        print(f"rlxf: {err}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

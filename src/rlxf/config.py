@@ -1,6 +1,8 @@
 """The typed config tree, loaded from a YAML recipe plus dotted ``key=value`` overrides.
 
-Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key.
+Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key; names
+are checked at load too (loop, task and the task's keyword arguments, reward, engine, runtime, backend),
+and every key has a description (``rlxf config show`` prints them with the values and defaults).
 Batch sizes are counted in *trajectories* (one prompt + one response) unless the name says prompts:
 
 * ``train.prompts_per_step``  prompts drawn per RL step; each gets ``rollout.n_samples`` responses,
@@ -13,7 +15,6 @@ Batch sizes are counted in *trajectories* (one prompt + one response) unless the
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,9 +25,12 @@ from rlxf.algos.config import AlgorithmConfig
 from rlxf.algos.preference_losses import PreferenceLossConfig
 from rlxf.config_error import ConfigError
 from rlxf.models.lora_config import LoraConfig
+from rlxf.overrides import apply_overrides, parse_override, read_recipe
 from rlxf.runtime.config import RuntimeConfig
 from rlxf.tracking.config import LoggingConfig
 from rlxf.train.optim_config import OptimConfig
+
+__all__ = ["Config", "ConfigError", "build_config", "dump_config", "load_config", "parse_override"]
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
 
@@ -36,75 +40,145 @@ class Section(BaseModel):
 
 
 class ModelConfig(Section):
-    path: str = "tiny:default"  # a local folder / HF cache name, or tiny:NAME for the built-in tiny model
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"  # auto = the checkpoint's own dtype
-    allow_download: bool = False  # offline by default: only a local folder or the HF cache is read
-    disable_dropout: bool = True  # dropout off for training (as TRL does): rollout and trainer agree
-    gradient_checkpointing: bool = False  # recompute activations in backward (actor and critic): less memory
-    lora: LoraConfig | None = None  # train low-rank adapters instead of every weight (pip install 'rlxf[lora]')
-    device: str = "auto"  # auto = cuda when available, else cpu
-    critic_path: str | None = None  # PPO critic initialisation; defaults to the policy's path
+    """The policy: where its weights come from and how they are loaded."""
+
+    path: str = Field("tiny:default", description="a local folder, a name in the HF cache, or tiny:NAME (the "
+                      "built-in tiny model, built locally on first use)")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype; auto = the checkpoint's own")
+    allow_download: bool = Field(False, description="false: only a local folder or the HF cache is read (offline)")
+    disable_dropout: bool = Field(True, description="dropout off for training (as TRL does): rollout and trainer agree")
+    gradient_checkpointing: bool = Field(False, description="recompute activations in backward (actor and critic): "
+                                         "less memory, same gradients")
+    lora: LoraConfig | None = Field(None, description="train low-rank adapters instead of every weight "
+                                    "(pip install 'rlxf[lora]'); null = full fine-tuning")
+    device: str = Field("auto", description="auto = cuda when available, else cpu")
+    critic_path: str | None = Field(None, description="PPO critic initialisation; null = the policy's path")
 
 
 class DataConfig(Section):
-    task: str = "arithmetic"  # a registered task name, or "file"
-    path: str | None = None  # JSONL / Parquet with `prompt` or `messages` (task: file)
-    eval_path: str | None = None
-    eval_size: int = Field(200, ge=1)
-    chat_template: bool = False  # render `prompt` strings through the tokenizer's chat template
-    max_prompt_tokens: int = Field(256, ge=1)
-    long_prompts: Literal["error", "drop"] = "error"  # prompts over max_prompt_tokens, found at load
-    task_args: dict[str, Any] = Field(default_factory=dict)
+    """The task: its training prompts and held-out problems."""
+
+    task: str = Field("arithmetic", description="a registered task (rlxf.data.tasks.TASK_MODULES); file reads data.path")
+    path: str | None = Field(None, description="JSONL / Parquet rows with `prompt` or `messages` (tasks file, "
+                             "preference_file)")
+    eval_path: str | None = Field(None, description="held-out rows; null = the last data.eval_size rows of data.path")
+    eval_size: int = Field(200, ge=1, description="held-out problems")
+    chat_template: bool = Field(False, description="render `prompt` strings through the tokenizer's chat template")
+    max_prompt_tokens: int = Field(256, ge=1, description="longest prompt, checked when the rows load")
+    long_prompts: Literal["error", "drop"] = Field("error", description="prompts over max_prompt_tokens: stop the "
+                                                   "run naming the row, or drop them (counted)")
+    task_args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the task's function")
+
+    @field_validator("task")
+    @classmethod
+    def _known_task(cls, name: str) -> str:
+        from rlxf.data.tasks import TASKS
+
+        if name not in TASKS.names():
+            raise ValueError(f"unknown task {name!r}; known: {', '.join(TASKS.names())}")
+        return name
+
+    @model_validator(mode="after")
+    def _task_takes_its_args(self) -> DataConfig:
+        from rlxf.data.tasks import task_keywords
+
+        keywords = task_keywords(self.task)
+        if keywords.accepted is not None:
+            unknown = sorted(set(self.task_args) - keywords.accepted)
+            if unknown:
+                takes = ", ".join(sorted(keywords.accepted)) or "none"
+                raise ValueError(f"data.task_args {', '.join(unknown)}: task {self.task!r} does not take them "
+                                 f"(it takes: {takes}); remove them from data.task_args")
+        if keywords.reads_file and self.path is None:
+            raise ValueError(f"data.task={self.task} reads its rows from data.path: set data.path=FILE.jsonl")
+        if self.path is not None and not keywords.reads_file:
+            raise ValueError(f"data.path is set but data.task={self.task} reads no file "
+                             "(data.task=file or preference_file do)")
+        missing = sorted(keywords.required - set(self.task_args) - {"path", "eval_path"})
+        if missing:
+            raise ValueError(f"data.task={self.task} needs data.task_args {', '.join(missing)}")
+        return self
 
 
 class RolloutConfig(Section):
-    engine: str = "torch"  # torch (built-in) | hf (transformers generate, the reference) | vllm (optional)
-    engine_options: dict[str, Any] = Field(default_factory=dict)  # keyword arguments of the engine (vllm: vllm.LLM's)
-    n_samples: int = Field(8, ge=1)
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    top_k: int = Field(0, ge=0)  # 0 = off
-    max_new_tokens: int = Field(16, ge=1)
+    """Generation: the engine and how the policy samples."""
+
+    engine: str = Field("torch", description="torch (built-in) | hf (transformers generate, the reference) | "
+                        "vllm (optional)")
+    engine_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the engine "
+                                           "(vllm: vllm.LLM's; torch: decoder)")
+    n_samples: int = Field(8, ge=1, description="responses per prompt (the group of GRPO/RLOO)")
+    temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 = greedy")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling; 1 = off")
+    top_k: int = Field(0, ge=0, description="top-k sampling; 0 = off")
+    max_new_tokens: int = Field(16, ge=1, description="response budget of one generation")
+
+
+def _check_reward_name(name: str | None) -> str | None:
+    """A registered reward name, or a dotted path (``module:attr``, imported when the run builds it)."""
+    from rlxf.rewards.registry import REWARDS
+
+    if name is None or ":" in name or "." in name or name in REWARDS.names():
+        return name
+    raise ValueError(f"unknown reward {name!r}; known: {', '.join(REWARDS.names())} (or a dotted path module:attr)")
 
 
 class RewardConfig(Section):
-    function: str = "arithmetic"  # a registered reward name, or a dotted path module:attr
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    timeout_seconds: float | None = Field(300.0, gt=0)  # a reward call that takes longer stops the run, named
+    """What scores a trajectory (docs/rewards.md)."""
+
+    function: str = Field("arithmetic", description="a registered reward name, or a dotted path module:attr")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the reward")
+    timeout_seconds: float | None = Field(300.0, gt=0, description="a reward call that takes longer stops the run, "
+                                          "named; null = no limit")
+
+    @field_validator("function")
+    @classmethod
+    def _known_reward(cls, name: str) -> str:
+        return _check_reward_name(name)
 
 
 class EnvConfig(Section):
     """Multi-turn rollouts (docs/environments.md); no ``name`` = single-turn generation."""
 
-    name: str | None = None  # a registered environment (tool_use, simulated_user, single_turn) or module:Class
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_turns: int = Field(4, ge=1)  # policy turns per trajectory
-    max_total_tokens: int = Field(128, ge=1)  # response budget: all policy turns and observations together
+    name: str | None = Field(None, description="a registered environment (tool_use, simulated_user, single_turn) "
+                             "or module:Class; null = single-turn")
+    kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor arguments of the environment")
+    max_turns: int = Field(4, ge=1, description="policy turns per trajectory")
+    max_total_tokens: int = Field(128, ge=1, description="response budget: all policy turns and observations together")
 
 
 class MonitorConfig(Section):
     """Reward-hacking monitors, logged every RL step (docs/rewards.md)."""
 
-    verifier: str | None = None  # a held-out reward scoring the same samples (name or module:attr)
-    verifier_kwargs: dict[str, Any] = Field(default_factory=dict)
-    window: int = Field(8, ge=2)  # steps over which trends (slopes) are measured
-    min_slope: float = Field(0.0, ge=0)  # alarm: reward slope > min_slope while verifier slope < -min_slope
+    verifier: str | None = Field(None, description="a held-out reward scoring the same samples (name or module:attr)")
+    verifier_kwargs: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the verifier")
+    window: int = Field(8, ge=2, description="steps over which trends (slopes) are measured")
+    min_slope: float = Field(0.0, ge=0, description="alarm: reward slope > min_slope while verifier slope < -min_slope")
+
+    @field_validator("verifier")
+    @classmethod
+    def _known_verifier(cls, name: str | None) -> str | None:
+        return _check_reward_name(name)
 
 
 class TrainConfig(Section):
-    steps: int = Field(100, ge=0)
-    prompts_per_step: int = Field(8, ge=1)
-    mini_batch_size: int = Field(64, ge=1)
-    micro_batch_size: int = Field(64, ge=1)
-    # The policy/critic update's micro-batches by padded tokens instead of rows: rows are sorted by
-    # length and packed while rows x (longest prompt + longest response) fits (one process only).
-    micro_batch_tokens: int | None = Field(None, ge=1)
-    optim: OptimConfig = Field(default_factory=OptimConfig)
-    critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4))
-    # The actor's (and critic's) train engine, by name (train/backends.py): single | fsdp2 | deepspeed
-    backend: str = "single"
-    world_size: int = Field(1, ge=1)  # data-parallel trainer ranks per trainer role (runtime.kind=ray when > 1)
-    zero_stage: Literal[2, 3] = 2  # backend deepspeed: ZeRO-2 (gradients + optimizer state partitioned) or 3 (+ parameters)
+    """The RL update. Batch sizes count trajectories (one prompt + one response) unless they say prompts."""
+
+    steps: int = Field(100, ge=0, description="RL steps")
+    prompts_per_step: int = Field(8, ge=1, description="prompts drawn per step; each gets rollout.n_samples responses")
+    mini_batch_size: int = Field(64, ge=1, description="trajectories per optimizer step")
+    micro_batch_size: int = Field(64, ge=1, description="trajectories per forward/backward pass (memory, not result)")
+    micro_batch_tokens: int | None = Field(None, ge=1, description="micro-batches by padded tokens instead of rows: "
+                                           "rows sorted by length, packed while rows x longest fits; one process only")
+    optim: OptimConfig = Field(default_factory=OptimConfig, description="the actor's optimizer")
+    critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4), description="the critic's optimizer")
+    backend: str = Field("single", description="the actor's (and critic's) train engine (train/backends.py): "
+                         "single | fsdp2 | deepspeed")
+    world_size: int = Field(1, ge=1, description="data-parallel trainer ranks per trainer role (needs runtime.kind=ray "
+                            "when > 1)")
+    zero_stage: Literal[2, 3] = Field(2, description="backend deepspeed: ZeRO-2 (gradients + optimizer state "
+                                      "partitioned) or 3 (+ parameters)")
 
     @field_validator("backend")
     @classmethod
@@ -124,70 +198,87 @@ class TrainConfig(Section):
 
 
 class SFTConfig(Section):
-    steps: int = Field(0, ge=0)  # 0 = no SFT stage
-    batch_size: int = Field(64, ge=1)
-    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3))
+    """Supervised warm-up before RL (loop rl), or the whole run (loop sft)."""
+
+    steps: int = Field(0, ge=0, description="SFT steps; 0 = no SFT stage")
+    batch_size: int = Field(64, ge=1, description="examples per optimizer step")
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3), description="the SFT optimizer")
 
 
 class PreferenceConfig(Section):
     """The pair loops (``loop: dpo``, ``online_dpo`` and ``reward_model``); batch sizes count pairs
     (``online_dpo``: prompts, each giving at most one pair)."""
 
-    loss: PreferenceLossConfig = Field(default_factory=PreferenceLossConfig)  # dpo | ipo | cdpo | simpo
-    steps: int = Field(100, ge=0)
-    batch_size: int = Field(32, ge=1)  # pairs per optimizer step
-    micro_batch_size: int = Field(32, ge=1)  # pairs per forward/backward pass
-    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-4))
+    loss: PreferenceLossConfig = Field(default_factory=PreferenceLossConfig, description="dpo | ipo | cdpo | simpo")
+    steps: int = Field(100, ge=0, description="optimizer steps")
+    batch_size: int = Field(32, ge=1, description="pairs per optimizer step")
+    micro_batch_size: int = Field(32, ge=1, description="pairs per forward/backward pass")
+    optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-4), description="the pair loops' optimizer")
 
 
 class EvalConfig(Section):
-    every: int = Field(25, ge=0)  # steps between held-out evaluations; 0 = only at start and end
-    batch_size: int = Field(256, ge=1)
-    max_new_tokens: int | None = None  # default: rollout.max_new_tokens
-    reward: RewardConfig | None = None  # held-out scoring; default: the training reward (e.g. the rule while training on a reward model)
+    """Held-out evaluation during a run (greedy answers to data.eval_size problems)."""
+
+    every: int = Field(25, ge=0, description="steps between held-out evaluations; 0 = only at start and end")
+    batch_size: int = Field(256, ge=1, description="problems generated at once")
+    max_new_tokens: int | None = Field(None, description="null = rollout.max_new_tokens")
+    reward: RewardConfig | None = Field(None, description="held-out scoring; null = the training reward (set it to "
+                                        "the rule while training on a reward model)")
 
 
 class CheckpointConfig(Section):
-    every: int = Field(50, ge=0)  # RL steps between checkpoints; 0 = only at the end
-    keep_last: int = Field(2, ge=1)
+    """Checkpoints under RUN_DIR/checkpoints/step_NNNNNN (safetensors + JSON)."""
+
+    every: int = Field(50, ge=0, description="steps between checkpoints; 0 = only at the end")
+    keep_last: int = Field(2, ge=1, description="checkpoints kept (the oldest are deleted)")
 
 
 class AsyncRLConfig(Section):
     """``loop: rl_async`` (loops/rl_async.py): generation overlaps training, with bounded staleness."""
 
-    max_staleness: int = Field(1, ge=0)  # trainer version - oldest token's version of a trained sample; 1 = one-step-off-policy
-    queue_size: int = Field(1, ge=1)  # batches generated ahead: at most queue_size + 1 past the last one the trainer took
-    interruptible: bool = True  # new weights are loaded mid-generation (partial rollouts)
-    chunk_steps: int = Field(8, ge=1)  # decode steps between checks for new weights
-    # Load posted weights once they are this many versions ahead of the engine's (or sooner when the
-    # staleness bound holds up the next batch): each load re-prefills every unfinished row
-    load_every: int = Field(1, ge=1)
-    # Continuous batching: admit the next batch only while at most this many rows still decode
-    # (None: as soon as the bounds allow; 0: one batch at a time)
-    admit_below_rows: int | None = Field(None, ge=0)
-    off_policy_correction: bool = True  # algorithm.tis_level none -> token (capped at algorithm.tis_cap)
+    max_staleness: int = Field(1, ge=0, description="trainer version - oldest token's version of a trained sample; "
+                               "1 = one-step-off-policy")
+    queue_size: int = Field(1, ge=1, description="batches generated ahead: at most queue_size + 1 past the last one "
+                            "the trainer took")
+    interruptible: bool = Field(True, description="new weights are loaded mid-generation (partial rollouts)")
+    chunk_steps: int = Field(8, ge=1, description="decode steps between checks for new weights")
+    load_every: int = Field(1, ge=1, description="load posted weights once this many versions ahead of the engine's "
+                            "(sooner when the staleness bound holds up the next batch); each load re-prefills rows")
+    admit_below_rows: int | None = Field(None, ge=0, description="continuous batching: admit the next batch only "
+                                         "while at most this many rows decode; null = when the bounds allow, "
+                                         "0 = one batch at a time")
+    off_policy_correction: bool = Field(True, description="algorithm.tis_level none -> token (capped at "
+                                        "algorithm.tis_cap)")
 
 
 class Config(Section):
-    loop: str = "rl"  # the controller: rl (synchronous on-policy), rl_async, sft, dpo, online_dpo, reward_model; see rlxf.loops.LOOPS
-    seed: int = 0
-    run_dir: str = "runs/default"
-    threads: int = Field(0, ge=0)  # torch intra-op threads; 0 = half the cores, at least 1 (loops/setup.default_threads)
-    model: ModelConfig = Field(default_factory=ModelConfig)
-    data: DataConfig = Field(default_factory=DataConfig)
-    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
-    reward: RewardConfig = Field(default_factory=RewardConfig)
-    env: EnvConfig = Field(default_factory=EnvConfig)
-    monitor: MonitorConfig = Field(default_factory=MonitorConfig)
-    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig)
-    train: TrainConfig = Field(default_factory=TrainConfig)
-    sft: SFTConfig = Field(default_factory=SFTConfig)
-    preference: PreferenceConfig = Field(default_factory=PreferenceConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
-    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig)
-    logging: LoggingConfig = Field(default_factory=LoggingConfig)  # sinks, trackers, logged rollouts (rlxf/tracking/config.py)
-    async_rl: AsyncRLConfig = Field(default_factory=AsyncRLConfig)  # loop: rl_async only
-    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig)  # where roles live (rlxf/runtime/config.py)
+    """A run: which loop, on which model and task, with which reward, algorithm and resources."""
+
+    loop: str = Field("rl", description="the controller: rl (synchronous on-policy), rl_async, sft, dpo, online_dpo, "
+                      "reward_model (rlxf.loops.LOOPS)")
+    seed: int = Field(0, description="seeds the model init, the prompt order, sampling and the held-out split")
+    run_dir: str = Field("runs/default", description="where config.yaml, metrics.jsonl, checkpoints/ and summary.json go")
+    threads: int = Field(0, ge=0, description="torch intra-op threads; 0 = half the cores, at least 1")
+    model: ModelConfig = Field(default_factory=ModelConfig, description=ModelConfig.__doc__)
+    data: DataConfig = Field(default_factory=DataConfig, description=DataConfig.__doc__)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig, description=RolloutConfig.__doc__)
+    reward: RewardConfig = Field(default_factory=RewardConfig, description=RewardConfig.__doc__)
+    env: EnvConfig = Field(default_factory=EnvConfig, description=EnvConfig.__doc__)
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description=MonitorConfig.__doc__)
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="the RL algorithm: a preset "
+                                       "(rlxf algorithms) and any of its knobs (docs/algorithms.md)")
+    train: TrainConfig = Field(default_factory=TrainConfig, description=TrainConfig.__doc__)
+    sft: SFTConfig = Field(default_factory=SFTConfig, description=SFTConfig.__doc__)
+    preference: PreferenceConfig = Field(default_factory=PreferenceConfig, description="the pair loops (dpo, "
+                                         "online_dpo, reward_model); batch sizes count pairs")
+    eval: EvalConfig = Field(default_factory=EvalConfig, description=EvalConfig.__doc__)
+    checkpoint: CheckpointConfig = Field(default_factory=CheckpointConfig, description=CheckpointConfig.__doc__)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig, description="metric sinks, trackers, logged "
+                                   "rollouts (rlxf/tracking/config.py)")
+    async_rl: AsyncRLConfig = Field(default_factory=AsyncRLConfig, description="loop rl_async only: staleness bound, "
+                                    "queue, interruptible generation")
+    runtime: RuntimeConfig = Field(default_factory=RuntimeConfig, description="where the roles live: this process, "
+                                   "child processes or Ray actors (docs/distributed.md)")
 
     @field_validator("loop")
     @classmethod
@@ -244,7 +335,7 @@ class Config(Section):
     def _settings_work_together(self) -> Config:
         """loop x rollout engine x runtime x train backend (and the loop's other needs), at load: a run
         must not load, evaluate and then die on a pair it cannot run (rlxf.loops.LOOP_NEEDS)."""
-        from rlxf.loops import LOOP_NEEDS
+        from rlxf.loops.refusals import refusal_of
         from rlxf.rollout.engine import ROLLOUT_ENGINES
         from rlxf.runtime import RUNTIMES
 
@@ -252,107 +343,25 @@ class Config(Section):
                                      ("runtime.kind", self.runtime.kind, RUNTIMES)):
             if value not in registry.names():
                 raise ValueError(f"unknown {key} {value!r}; known: {registry.names()}")
-        needs = LOOP_NEEDS.get(self.loop)
-        for refusal in _LOOP_REFUSALS if needs else ():
-            problem = refusal(self, needs)
-            if problem:
-                raise ValueError(f"loop={self.loop} {problem}" + (f": {needs.why}" if needs.why else ""))
+        problem = refusal_of(self)
+        if problem:
+            raise ValueError(problem)
         return self
-
-
-def _missing_engine_capabilities(config: Config, needs) -> str | None:
-    from rlxf.rollout.engine import ROLLOUT_ENGINES, engine_capabilities
-
-    have = engine_capabilities(config.rollout.engine)
-    missing = needs.rollout_capabilities - have
-    if not missing:
-        return None
-    able = [name for name in ROLLOUT_ENGINES.names() if needs.rollout_capabilities <= engine_capabilities(name)]
-    return (f"needs a rollout engine that is {', '.join(sorted(missing))}; rollout.engine={config.rollout.engine} "
-            f"is not (use rollout.engine={' or '.join(able)})")
-
-
-def _unsupported_choice(key: str, allowed_of) -> Callable[[Config, Any], str | None]:
-    """A refusal of ``key``'s value (a dotted config path) when the loop's needs name the values it runs with."""
-
-    def refuse(config: Config, needs) -> str | None:
-        allowed, value = allowed_of(needs), _dotted(config, key)
-        if allowed is None or value in allowed:
-            return None
-        return f"runs only with {key} in {sorted(allowed)}; {key}={value} is not supported"
-
-    return refuse
-
-
-def _unsupported_feature(key: str, supported_of, in_use) -> Callable[[Config, Any], str | None]:
-    def refuse(config: Config, needs) -> str | None:
-        if supported_of(needs) or not in_use(config):
-            return None
-        return f"does not support {key}={_dotted(config, key)}"
-
-    return refuse
-
-
-def _dotted(config: Config, key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        node = getattr(node, part)
-    return node
-
-
-# Each returns what is wrong with the config for the loop's LoopNeeds, or None.
-_LOOP_REFUSALS: tuple[Callable[[Config, Any], str | None], ...] = (
-    _missing_engine_capabilities,
-    _unsupported_choice("runtime.kind", lambda needs: needs.runtimes),
-    _unsupported_choice("train.backend", lambda needs: needs.backends),
-    _unsupported_feature("env.name", lambda needs: needs.multi_turn, lambda c: c.env.name is not None),
-    _unsupported_feature("algorithm.dynamic_sampling", lambda needs: needs.dynamic_sampling,
-                         lambda c: c.algorithm.dynamic_sampling),
-    _unsupported_feature("algorithm.advantage_estimator", lambda needs: needs.greedy_baseline,
-                         lambda c: c.algorithm.needs_greedy_baseline),
-)
-
-
-def parse_override(text: str) -> tuple[list[str], Any]:
-    if "=" not in text:
-        raise ConfigError(f"override {text!r} is not of the form key.path=value")
-    key, raw = text.split("=", 1)
-    if not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"override {text!r} has an empty key")
-    return key.split("."), _parse_value(raw)
-
-
-def _parse_value(raw: str) -> Any:
-    """YAML scalars and lists, plus the floats YAML 1.1 reads as strings (``3e-4``)."""
-    value = yaml.safe_load(raw) if raw != "" else ""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def apply_override(tree: dict, path: list[str], value: Any) -> None:
-    node = tree
-    for part in path[:-1]:
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            raise ConfigError(f"cannot set {'.'.join(path)}: {part} is not a section")
-        node = child
-    node[path[-1]] = value
 
 
 def _format_validation_error(err: ValidationError) -> str:
     lines = []
     for item in err.errors():
-        where = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        where = ".".join(str(p) for p in item["loc"])
+        message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
             lines.append(f"unknown config key {where!r}")
+        elif item["type"] == "value_error" and (not where or message.startswith((f"{where}.", f"{where}="))):
+            lines.append(message)  # a check of the whole tree or a section names its keys itself
         else:
             got = item.get("input")
-            shown = f" (got {got!r})" if not isinstance(got, dict) else ""
-            lines.append(f"config key {where!r}: {item['msg']}{shown}")
+            shown = f" (got {got!r})" if not isinstance(got, dict) and repr(got) not in message else ""
+            lines.append(f"config key {where!r}: {message}{shown}")
     return "; ".join(lines)
 
 
@@ -364,16 +373,8 @@ def build_config(tree: dict) -> Config:
 
 
 def load_config(recipe: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    path = Path(recipe) if recipe else DEFAULT_RECIPE
-    if not path.exists():
-        raise ConfigError(f"recipe {str(path)!r} does not exist")
-    tree = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(tree, dict):
-        raise ConfigError(f"recipe {str(path)!r} must be a YAML mapping at the top level")
-    for text in overrides:
-        key, value = parse_override(text)
-        apply_override(tree, key, value)
-    return build_config(tree)
+    tree = read_recipe(Path(recipe) if recipe else DEFAULT_RECIPE)
+    return build_config(apply_overrides(tree, overrides))
 
 
 def dump_config(config: Config) -> str:

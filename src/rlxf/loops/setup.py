@@ -64,8 +64,9 @@ def build_reward_role(cfg: RewardConfig) -> RewardRole:
     return RewardRole(reward, cfg.function, cfg.timeout_seconds)
 
 
-def build_run_context(config: Config, cache_dir: str = ".cache/models", runtime=None) -> RunContext:
-    """``runtime`` (rlxf.runtime) places the training reward role; None keeps it in this process."""
+def build_run_context(config: Config, cache_dir: str | None = None, runtime=None) -> RunContext:
+    """``runtime`` (rlxf.runtime) places the training reward role; None keeps it in this process.
+    ``cache_dir``: where ``tiny:NAME`` models are built (None: the user cache, models/cache_dir.py)."""
     configure_torch(config)
     model_path = resolve_model_path(config.model.path, cache_dir)
     tokenizer = load_tokenizer(model_path, config.model.allow_download)

@@ -14,6 +14,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 
 from rlxf.config_error import ConfigError
+from rlxf.models.cache_dir import user_cache_dir
 from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
 from rlxf.models.tokenizer_files import remember_original_padding
 
@@ -39,14 +40,27 @@ def _offline_guard(path: str, allow_download: bool, what: str):
     )
 
 
-def resolve_model_path(path: str, work_dir: str | Path = ".cache/models") -> str:
-    """``tiny:NAME`` -> a local tiny model folder (built on first use); anything else is passed through."""
+def resolve_model_path(path: str, work_dir: str | Path | None = None) -> str:
+    """``tiny:NAME`` -> a local tiny model folder, built on first use under ``work_dir`` (default: the user
+    cache, models/cache_dir.py); a local path that does not exist is refused here, before transformers
+    reads it as a hub name ("Repo id must use alphanumeric chars"); anything else is passed through."""
     if path.startswith(TINY_PREFIX):
         name = path[len(TINY_PREFIX):] or "default"
         if name not in TINY_VARIANTS:
-            raise ValueError(f"model.path {path!r}: unknown tiny model; known: {', '.join(TINY_VARIANTS)}")
-        return str(build_tiny_model(Path(work_dir) / f"tiny-{name}", **TINY_VARIANTS[name]))
+            raise ConfigError(f"model.path {path!r}: unknown tiny model; known: "
+                              + ", ".join(TINY_PREFIX + n for n in TINY_VARIANTS))
+        folder = Path(work_dir) if work_dir is not None else user_cache_dir() / "models"
+        return str(build_tiny_model(folder / f"tiny-{name}", **TINY_VARIANTS[name]))
+    if looks_like_local_path(path) and not Path(path).exists():
+        raise ModelNotLocalError(f"model.path {path!r} does not exist: give a model folder, a name in the HF cache "
+                                 f"(org/name) or tiny:NAME")
     return path
+
+
+def looks_like_local_path(path: str) -> bool:
+    """A filesystem path, not a hub name: absolute, ``./`` / ``../`` / ``~``, or more than one ``/``
+    (a hub name is ``org/name``)."""
+    return Path(path).is_absolute() or path.startswith((".", "~")) or path.count("/") > 1
 
 
 def load_tokenizer(path: str, allow_download: bool = False) -> PreTrainedTokenizerBase:

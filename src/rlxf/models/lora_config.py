@@ -10,7 +10,8 @@ class LoraConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    r: int = Field(8, ge=1)
-    alpha: float = Field(16.0, gt=0)
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
-    target_modules: list[str] | str = "all-linear"  # module names (q_proj, v_proj, ...) or peft's "all-linear"
+    r: int = Field(8, ge=1, description="rank of the adapters")
+    alpha: float = Field(16.0, gt=0, description="scale: the adapter's update is multiplied by alpha / r")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="dropout on the adapter's input")
+    target_modules: list[str] | str = Field("all-linear", description="module names (q_proj, v_proj, ...) or "
+                                            "peft's all-linear")

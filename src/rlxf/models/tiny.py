@@ -6,6 +6,8 @@ The default recipe and the tests use it: nothing is downloaded. About 3.2M param
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -43,7 +45,9 @@ def build_tiny_model(
     out_dir: str | Path, seed: int = 0, hidden_size: int = 256, num_layers: int = 4,
     num_heads: int = 4, intermediate_size: int = 688, max_position_embeddings: int = 256,
 ) -> Path:
-    """Create a randomly initialised tiny Llama + char tokenizer in ``out_dir`` (idempotent)."""
+    """Create a randomly initialised tiny Llama + char tokenizer in ``out_dir`` (idempotent). The folder
+    is written under a temporary name and renamed into place, so runs sharing a cache folder never
+    read a half-written model (the first rename wins; the others discard their copy)."""
     out_dir = Path(out_dir)
     if (out_dir / "config.json").exists() and (out_dir / "tokenizer.json").exists():
         return out_dir
@@ -53,7 +57,14 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(out_dir)
+    except OSError:  # built meanwhile by another process (or a leftover folder): keep that one
+        shutil.rmtree(staging, ignore_errors=True)
+        if not (out_dir / "config.json").exists():
+            raise
     return out_dir

@@ -27,10 +27,13 @@ class _Section(BaseModel):
 
 
 class WeightSyncConfig(_Section):
-    bucket_mb: float = Field(64.0, gt=0)  # tensors are flattened into buckets of at most this size
-    checksum: bool = False  # compare per-tensor digests of the engine's weights with the trainer's
-    transport: str = "object_store"  # object_store | shared_memory (one machine) | collective (gloo / NCCL)
-    timeout_s: float = Field(600.0, gt=0)  # collective: how long a member waits for the others
+    """Trainer -> rollout engine weight updates."""
+
+    bucket_mb: float = Field(64.0, gt=0, description="tensors are flattened into buckets of at most this size")
+    checksum: bool = Field(False, description="compare per-tensor digests of the engine's weights with the trainer's")
+    transport: str = Field("object_store", description="object_store | shared_memory (one machine) | collective "
+                           "(gloo / NCCL)")
+    timeout_s: float = Field(600.0, gt=0, description="collective: how long a member waits for the others")
 
     @field_validator("transport")
     @classmethod
@@ -43,15 +46,21 @@ class WeightSyncConfig(_Section):
 
 
 class RuntimeConfig(_Section):
-    kind: str = "embedded"  # embedded | process | ray
-    process_roles: list[str] = Field(default_factory=lambda: ["rollout"])  # kind process: roles with a process
-    address: str | None = None
-    placement: Literal["colocated", "disaggregated"] | dict[str, str] = "colocated"
-    strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = None  # None: by placement
-    cpus_per_role: float = Field(0.25, gt=0)
-    gpus_per_role: float = Field(0.0, ge=0)
-    max_restarts: int = Field(3, ge=0)  # stateless roles (rollout, reward, reference) restart this often
-    weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig)
+    kind: str = Field("embedded", description="embedded (every role in this process) | process (roles in child "
+                      "processes, no Ray) | ray (Ray actors)")
+    process_roles: list[str] = Field(default_factory=lambda: ["rollout"], description="kind process: the roles "
+                                     "that get a process of their own")
+    address: str | None = Field(None, description="ray: an existing cluster (auto, ray://host:10001, host:6379); "
+                                "null = start a local one for the run")
+    placement: Literal["colocated", "disaggregated"] | dict[str, str] = Field(
+        "colocated", description="colocated (one bundle for all roles) | disaggregated (one per role) | "
+        "{role: group} (roles of a group share a bundle)")
+    strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] | None = Field(
+        None, description="Ray placement-group strategy; null = from placement")
+    cpus_per_role: float = Field(0.25, gt=0, description="CPUs each role actor asks of its bundle")
+    gpus_per_role: float = Field(0.0, ge=0, description="GPUs each role actor asks of its bundle")
+    max_restarts: int = Field(3, ge=0, description="stateless roles (rollout, reward, reference) restart this often")
+    weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig, description=WeightSyncConfig.__doc__)
 
     @field_validator("process_roles")
     @classmethod

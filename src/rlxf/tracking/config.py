@@ -22,26 +22,32 @@ class _Section(BaseModel):
 
 
 class WandbConfig(_Section):
-    mode: Literal["offline", "online", "disabled"] = "offline"  # offline: files in RUN_DIR/wandb, no network
-    entity: str | None = None
+    """The wandb sink."""
+
+    mode: Literal["offline", "online", "disabled"] = Field("offline", description="offline: files in "
+                                                           "RUN_DIR/wandb, no network")
+    entity: str | None = Field(None, description="W&B entity (team or user); null = the account's default")
 
 
 class MlflowConfig(_Section):
-    tracking_uri: str | None = None  # default: sqlite:///RUN_DIR/mlflow.db (a local file, no server)
+    """The mlflow sink."""
+
+    tracking_uri: str | None = Field(None, description="null = sqlite:///RUN_DIR/mlflow.db (a local file, no server)")
 
 
 class LoggingConfig(_Section):
-    progress_bar: bool = True
-    plot: bool = True  # `rlxf train` writes RUN_DIR/plots.png at the end (needs matplotlib: rlxf[plot])
-    sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"])
-    project: str = "rlxf"
-    run_name: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    samples_every: int = Field(10, ge=0)
-    samples_per_step: int = Field(8, ge=1)
-    samples_max_mb: float = Field(20.0, gt=0)
-    wandb: WandbConfig = Field(default_factory=WandbConfig)
-    mlflow: MlflowConfig = Field(default_factory=MlflowConfig)
+    progress_bar: bool = Field(True, description="a progress bar on the console")
+    plot: bool = Field(True, description="rlxf train writes RUN_DIR/plots.png at the end (needs rlxf[plot])")
+    sinks: list[str] = Field(default_factory=lambda: ["console", "jsonl"], description="metric sinks: console, jsonl, "
+                             "tensorboard, wandb, mlflow (trackers: pip install 'rlxf[tracking]')")
+    project: str = Field("rlxf", description="W&B project / MLflow experiment")
+    run_name: str | None = Field(None, description="the trackers' run name; null = the run directory's name")
+    tags: list[str] = Field(default_factory=list, description="the trackers' tags")
+    samples_every: int = Field(10, ge=0, description="steps between logged rollouts (samples.jsonl); 0 = never")
+    samples_per_step: int = Field(8, ge=1, description="trajectories kept each time (one per prompt first)")
+    samples_max_mb: float = Field(20.0, gt=0, description="samples.jsonl rotates to samples.1.jsonl past this size")
+    wandb: WandbConfig = Field(default_factory=WandbConfig, description=WandbConfig.__doc__)
+    mlflow: MlflowConfig = Field(default_factory=MlflowConfig, description=MlflowConfig.__doc__)
 
     @field_validator("sinks")
     @classmethod

@@ -11,13 +11,14 @@ from pydantic import BaseModel, ConfigDict, Field
 class OptimConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    lr: float = Field(1e-4, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float | None = 1.0
-    warmup_steps: int = Field(0, ge=0)
-    # bf16 autocast of the forward/backward (weights and optimizer stay in model.dtype); see train/precision.py
-    autocast: Literal["none", "bfloat16"] = "none"
-    # An optimizer step whose loss or gradient norm is NaN/inf is skipped (counted as skipped_nonfinite);
-    # this many in a row stop the run (train/engine.py, docs/reliability.md)
-    max_nonfinite_in_a_row: int = Field(3, ge=1)
+    lr: float = Field(1e-4, gt=0, description="AdamW learning rate (after warm-up)")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay")
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas")
+    grad_clip: float | None = Field(1.0, description="gradient norm clip; null = none")
+    warmup_steps: int = Field(0, ge=0, description="optimizer steps of linear learning-rate warm-up from 0")
+    autocast: Literal["none", "bfloat16"] = Field(
+        "none", description="bf16 autocast of the forward/backward (weights and optimizer stay in model.dtype); "
+        "see train/precision.py")
+    max_nonfinite_in_a_row: int = Field(
+        3, ge=1, description="an optimizer step with a NaN/inf loss or gradient norm is skipped; this many in a row "
+        "stop the run (docs/reliability.md)")

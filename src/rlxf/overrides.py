@@ -1,0 +1,105 @@
+"""A recipe file plus ``key.path=value`` overrides -> the plain tree the config validates.
+
+Every mistake here is the user's and gets one :class:`ConfigError` naming the file and line, or the key:
+YAML syntax errors, an override without ``=``, a value that is not YAML. One convenience: when an
+override changes ``data.task``, the recipe's ``data.task_args`` that the new task does not take are
+dropped with a warning (they were written for the recipe's task, not the one asked for).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rlxf.config_error import ConfigError
+
+logger = logging.getLogger(__name__)
+
+
+def read_recipe(path: Path) -> dict:
+    """The recipe's top-level mapping; a YAML syntax error names the file, line and column."""
+    if not path.exists():
+        raise ConfigError(f"recipe {str(path)!r} does not exist")
+    try:
+        tree = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"recipe {path}: {_yaml_problem(err)}") from None
+    if not isinstance(tree, dict):
+        raise ConfigError(f"recipe {str(path)!r} must be a YAML mapping at the top level")
+    return tree
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+    return f"YAML syntax error at {where}{problem}"
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r} has no value: write {text}=VALUE (an override is key.path=value)")
+    key, raw = text.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r} has an empty key")
+    try:
+        return key.split("."), _parse_value(raw)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"override {key}: the value {raw!r} is not valid YAML ({getattr(err, 'problem', err)}); "
+                          "close the bracket or brace, or quote it") from None
+
+
+def _parse_value(raw: str) -> Any:
+    """YAML scalars and lists, plus the floats YAML 1.1 reads as strings (``3e-4``)."""
+    value = yaml.safe_load(raw) if raw != "" else ""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def apply_override(tree: dict, path: list[str], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"cannot set {'.'.join(path)}: {part} is not a section")
+        node = child
+    node[path[-1]] = value
+
+
+def apply_overrides(tree: dict, overrides: list[str] | tuple[str, ...]) -> dict:
+    """``tree`` with the overrides applied, in order (the recipe's foreign task_args dropped, see the module)."""
+    data = tree.get("data") if isinstance(tree.get("data"), dict) else {}
+    recipe_task, recipe_args = data.get("task"), data.get("task_args")
+    touched = []
+    for text in overrides:
+        key, value = parse_override(text)
+        apply_override(tree, key, value)
+        touched.append(key)
+    args_given = any(key[:2] == ["data", "task_args"] or key == ["data"] for key in touched)
+    if any(key == ["data", "task"] for key in touched) and isinstance(recipe_args, dict) and not args_given:
+        _drop_foreign_task_args(tree["data"], recipe_task)
+    return tree
+
+
+def _drop_foreign_task_args(data: dict, recipe_task: str | None) -> None:
+    """Why drop and not refuse: the override names the task the user wants; the recipe's arguments
+    belong to another task, and making every task switch also spell ``data.task_args={}`` adds a step
+    that catches nothing. task_args the user wrote for the task they run are still checked (an error)."""
+    from rlxf.data.tasks import TASKS, task_keywords
+
+    task = data.get("task")
+    if task == recipe_task or task not in TASKS.names():
+        return
+    accepted = task_keywords(task).accepted
+    foreign = sorted(k for k in data.get("task_args") or {} if accepted is not None and k not in accepted)
+    if foreign:
+        data["task_args"] = {k: v for k, v in data["task_args"].items() if k not in foreign}
+        logger.warning("rlxf: dropped the recipe's data.task_args %s: written for task %s, not taken by task %s",
+                       ", ".join(foreign), recipe_task, task)
