@@ -122,6 +122,9 @@ class _FusedModel:
     def parameters(self):
         return self.hf.parameters()
 
+    def named_modules(self):
+        return self.hf.named_modules()
+
     def named_parameters(self):
         params = dict(self.hf.named_parameters())
         for name, p in params.items():
@@ -170,6 +173,7 @@ class _FakeLLM:
         for i, request in enumerate(requests):
             sp = sampling_params[i] if isinstance(sampling_params, list) else sampling_params
             assert sp.logprobs == 0 and sp.detokenize is False and sp.top_k != 0
+            assert sp.n == 1 or sp.temperature > 0, "vLLM refuses n > 1 with greedy sampling"
             self.seeds.append(sp.seed)
             completions = []
             for j in range(sp.n):  # vLLM seeds sample j with seed + j
@@ -245,7 +249,9 @@ def test_glue_update_weights_chunks_resets_the_prefix_cache_and_checksums(fake_v
         new["lm_head.weight"] = new["model.embed_tokens.weight"]  # one tensor, as the trainer sends it
     engine.update_weights(new, 3)
     assert engine.version == 3
-    assert engine.llm.rpc_calls.count("rlxf_load_weights") > 1 and engine.llm.rpc_calls[-1] == "rlxf_finish_weights"
+    calls = engine.llm.rpc_calls
+    assert calls[0] == "rlxf_begin_weights" and calls[-1] == "rlxf_finish_weights"
+    assert calls.count("rlxf_load_weights") == len(calls) - 2 > 1
     assert engine.llm.prefix_resets == 1
     after = engine.generate(PROMPTS, params)
     assert after.version == 3 and after.response_ids.tolist() != before.response_ids.tolist()
