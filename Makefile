@@ -57,7 +57,7 @@ $(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINT)
 # VLLM_CPU_OMP_THREADS_BIND=nobind: no pinning of OpenMP threads to cores on a shared machine.
 test-vllm: $(VLLM_STAMP)
 	VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 \
-	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "vllm and not slow" $(VLLM_TESTS) $(PYTEST_ARGS)
+	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm $(VLLM_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -47,7 +47,8 @@ def test_log_probs_match_the_trainer_forward(vllm_engine, vllm_policy, tokenizer
 
 
 def test_after_an_update_log_probs_are_the_new_weights(vllm_engine, vllm_policy, tokenizer):
-    """The tied head matters here: vLLM's reload processes the embedding, the engine re-packs the head."""
+    """Then a change to the tied embedding alone: it must reach the head's logits too (vLLM's reload
+    processes the embedding's layer only; rollout/vllm_worker.py re-packs the head)."""
     original = {k: v.detach().clone() for k, v in vllm_policy.state_dict().items()}
     g = torch.Generator().manual_seed(7)
     new = {k: v + 0.5 * torch.randn(v.shape, generator=g) if v.dim() == 2 else v for k, v in original.items()}

@@ -4,23 +4,28 @@ vLLM is not a dependency of rlxf: it is imported when this engine is built, and 
 raises one error that names the fix. The engine:
 
 * starts ``vllm.LLM`` on a folder the policy is saved into (``save_pretrained``; no tokenizer: the
-  engine gets and returns token ids, ``skip_tokenizer_init=True``, prompts as ``TokensPrompt``);
+  engine gets and returns token ids, ``skip_tokenizer_init=True``, prompts as ``TokensPrompt``), with
+  vLLM's engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set, or
+  ``in_process: false``): weight updates are then calls, not copies through a socket;
 * ``generate``: one vLLM request per prompt with ``n`` samples (vLLM shares the prompt's KV blocks
-  among them, and ``enable_prefix_caching`` shares common prefixes across prompts), stopped at
-  ``eos_id``, seeded from the caller's ``torch.Generator`` (prompt ``i`` gets ``base + i * n``; vLLM
-  gives sample ``j`` the seed ``+ j``, so every sample has its own seed);
+  among them, and ``enable_prefix_caching`` shares common prefixes across prompts), stopped at every id
+  of ``eos_id``, seeded from the caller's ``torch.Generator`` (prompt ``i`` gets ``base + i * n``; vLLM
+  gives sample ``j`` the seed ``+ j``, so every sample has its own seed); greedy asks for one sample and
+  repeats it (vLLM refuses ``n > 1`` when greedy);
 * ``update_weights``: loads a state dict into the running engine, no restart. The weights travel to
-  vLLM's workers through ``LLM.collective_rpc`` (CPU tensors, at most ``update_chunk_mb`` MiB a call)
-  to methods of :class:`RlxfWorkerExtension`, which vLLM mixes into its worker class
-  (``worker_extension_cls``) and which call the model's own ``load_weights`` (vLLM maps HF names onto
-  its fused layers), then ``process_weights_after_loading``. The prefix cache is reset after a load:
-  cached KV blocks were computed with the old weights;
-* ``sleep`` / ``wake_up``: vLLM's sleep mode (``enable_sleep_mode: true``, GPU only), for a rollout
-  that shares its GPU with a trainer: level 1 offloads the weights to CPU memory and drops the KV
-  cache, level 2 drops the weights too (load new ones with ``update_weights`` after ``wake_up``);
+  vLLM's workers through ``LLM.collective_rpc`` (CPU tensors, at most ``update_chunk_mb`` MiB a call) to
+  :class:`~rlxf.rollout.vllm_worker.RlxfWorkerExtension`, which vLLM mixes into its worker class
+  (``worker_extension_cls``) and which loads them through vLLM's layer-wise reload (``vllm_worker.py``
+  says why a bare ``load_weights`` fails on CPU). The prefix cache is reset after a load: cached KV
+  blocks were computed with the old weights;
+* ``sleep`` / ``wake_up``: vLLM's sleep mode (``enable_sleep_mode: true``; GPU only, refused at start on
+  CPU), for a rollout that shares its GPU with a trainer: level 1 offloads the weights to CPU memory and
+  drops the KV cache, level 2 drops the weights too (load new ones with ``update_weights`` after
+  ``wake_up``);
 * ``held_weights``: the weights the workers hold, under HF names (Llama-family fused ``qkv_proj`` /
-  ``gate_up_proj`` split back), for ``weight_sync.checksum`` (``runtime/weight_sync.py``). Only with
-  one worker (``tensor_parallel_size: 1``) and a Llama-family model; otherwise it raises.
+  ``gate_up_proj`` split back, vocabulary padding cut), for ``weight_sync.checksum``
+  (``runtime/weight_sync.py``). Only with one worker (``tensor_parallel_size: 1``) and a Llama-family
+  model; otherwise it raises.
 
 Log-probs. rlxf records ``log_softmax(logits / temperature)`` of the sampled token, before
 top-k/top-p truncation (``rollout/sampling.py``). vLLM reports one of (``logprobs_mode``):
