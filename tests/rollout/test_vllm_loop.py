@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.conftest import small_overrides
 
 from rlxf.config import load_config
 from rlxf.loops import get_loop
-from tests.conftest import small_overrides
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]  # a vLLM start-up and 3 RL steps: 90 s on 2 busy cores
 pytest.importorskip("vllm", reason="vLLM is not installed: `make test-vllm` runs these tests in .venv-vllm")
