@@ -97,6 +97,7 @@ def main() -> None:
     args = parser.parse_args()
     args.engines = args.engines.split(",")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # vLLM logs to stdout, where the JSON goes
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="rlxf-vllm-bench-") as work:
         sizes = {size: measure(size, Path(work), args) for size in args.sizes.split(",")}
