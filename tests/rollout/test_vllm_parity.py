@@ -71,3 +71,27 @@ def test_after_an_update_log_probs_are_the_new_weights(vllm_engine, vllm_policy,
         assert (gen.log_probs - trainer_log_probs(updated, gen, tokenizer.pad_token_id, 1.0)).abs().max() <= TOLERANCE
     finally:
         vllm_engine.update_weights(original, vllm_engine.version)
+
+
+def test_an_update_in_chunks_that_split_fused_layers(vllm_engine, vllm_policy, tokenizer, monkeypatch):
+    """One tensor per collective_rpc call: q/k/v (one fused qkv_proj in vLLM) and gate/up arrive in
+    separate calls; vLLM's reload buffers a layer's tensors until its last one, then loads it whole."""
+    original = {k: v.detach().clone() for k, v in vllm_policy.state_dict().items()}
+    g = torch.Generator().manual_seed(11)
+    new = {k: v + 0.3 * torch.randn(v.shape, generator=g) if v.dim() == 2 else v for k, v in original.items()}
+    new["lm_head.weight"] = new["model.embed_tokens.weight"]
+    updated = copy.deepcopy(vllm_policy)
+    updated.load_state_dict(new)
+    calls = []
+    rpc = vllm_engine.llm.collective_rpc
+    monkeypatch.setattr(vllm_engine.llm, "collective_rpc", lambda method, *a, **k: calls.append(method) or rpc(method, *a, **k))
+    monkeypatch.setattr(vllm_engine, "_chunk_bytes", 1)  # every tensor alone
+    vllm_engine.update_weights(new, vllm_engine.version + 1)
+    try:
+        assert calls.count("rlxf_load_weights") == len(new)
+        gen = vllm_engine.generate(PROMPTS, SamplingParams(n=2, temperature=1.0, max_new_tokens=12),
+                                   torch.Generator().manual_seed(4))
+        assert (gen.log_probs - trainer_log_probs(updated, gen, tokenizer.pad_token_id, 1.0)).abs().max() <= TOLERANCE
+    finally:
+        monkeypatch.undo()
+        vllm_engine.update_weights(original, vllm_engine.version)
