@@ -199,6 +199,8 @@ def fake_vllm(monkeypatch):
     module.LLM = lambda model, skip_tokenizer_init, worker_extension_cls, **args: _FakeLLM(
         model, skip_tokenizer_init, worker_extension_cls, args)
     monkeypatch.setitem(sys.modules, "vllm", module)
+    # Engine core in a child process, as far as the engine knows: stand-in engines may outlive a test.
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     return module
 
 
@@ -286,3 +288,20 @@ def test_glue_sleep_needs_sleep_mode_and_async_loop_is_refused(fake_vllm, policy
 
     with pytest.raises(ConfigError, match=r"loop=rl_async.*rollout\.engine=vllm"):
         load_config(None, ["loop=rl_async", "rollout.engine=vllm"])
+
+
+def test_glue_one_in_process_engine_at_a_time(fake_vllm, policy, tokenizer, monkeypatch):
+    """vLLM's distributed state is one per process: a second in-process engine is refused until the first
+    is closed; one whose engine core runs in a child process is not limited."""
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    first = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert first.in_process
+    with pytest.raises(RuntimeError, match=r"rlxf: rollout\.engine=vllm: another vLLM engine already runs"):
+        build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    child = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id, {"in_process": False})
+    assert not child.in_process
+    first.close()
+    second = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert second.in_process
+    second.close()
+    child.close()

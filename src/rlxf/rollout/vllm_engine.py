@@ -49,6 +49,7 @@ import importlib
 import logging
 import os
 import tempfile
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -71,6 +72,9 @@ MISSING_VLLM = (
 # Model types whose vLLM implementation fuses q/k/v into ``qkv_proj`` and gate/up into
 # ``gate_up_proj`` (concatenated along dim 0), so held_weights can split them back to HF names.
 _FUSED_LLAMA_FAMILY = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+# Live engines whose vLLM engine core runs in this process: at most one at a time.
+_IN_PROCESS_ENGINES: weakref.WeakSet = weakref.WeakSet()
 
 DEFAULT_LLM_ARGS: dict[str, Any] = {
     "gpu_memory_utilization": 0.3,  # modest: the trainer may share the GPU
@@ -130,6 +134,13 @@ class VLLMRolloutEngine:
                 f"XPU), and this vLLM runs on {platform}; drop the option (nothing to free for a trainer there)"
             )
 
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if in_process else "1") == "0"
+        if self.in_process and any(engine.llm is not None for engine in _IN_PROCESS_ENGINES):
+            raise RuntimeError(
+                "rlxf: rollout.engine=vllm: another vLLM engine already runs in this process, and vLLM's "
+                "distributed state is one per process (the second would break the first, or its shutdown "
+                "would); close() the first, or give this one engine_options.in_process=false"
+            )
         # vLLM loads from a folder: the policy's weights and config (no tokenizer needed).
         self._model_dir = tempfile.TemporaryDirectory(prefix="rlxf-vllm-")
         model.save_pretrained(self._model_dir.name, safe_serialization=True)
@@ -141,6 +152,8 @@ class VLLMRolloutEngine:
                 **args,
             )
         self._vllm = vllm
+        if self.in_process:
+            _IN_PROCESS_ENGINES.add(self)
 
     # -- generation -----------------------------------------------------------------------------
 
@@ -270,7 +283,13 @@ class VLLMRolloutEngine:
         self._asleep = tags is not None and "kv_cache" not in tags
 
     def close(self) -> None:
+        """Shut vLLM's engine down now (in this process it also tears down vLLM's distributed state,
+        which would otherwise happen whenever the garbage collector gets to it)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
         self.llm = None
+        _IN_PROCESS_ENGINES.discard(self)
         self._model_dir.cleanup()
 
 
