@@ -12,6 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlxf.models.char_tokenizer import build_char_tokenizer
+from rlxf.models.saving import save_model
 
 
 def tiny_llama_config(
@@ -54,6 +55,6 @@ def build_tiny_model(
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir)
+    save_model(model, out_dir)
     tokenizer.save_pretrained(out_dir)
     return out_dir
