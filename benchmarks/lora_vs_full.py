@@ -1,17 +1,19 @@
 """LoRA vs full-parameter GRPO on the default recipe: held-out accuracy gained and peak memory.
 
 The recipe's SFT warm-up runs once (its own process; ``train.steps=0`` saves the policy after SFT);
-both RL runs then start from that policy with ``sft.steps=0``, each in its own process, so peak RSS
-(``ru_maxrss``, per process) measures the RL phase. Only ``model.lora`` and the learning rate differ
-(adapters take a larger one, as usual). Prints JSON: per run the held-out accuracy before and after
-RL, its gain, the peak RSS, the wall time; and the LoRA / full ratios.
+the RL runs then start from that policy with ``sft.steps=0``, each in its own process (one torch
+thread, ``threads=1``, the same steps), so peak RSS (``ru_maxrss``, per process) measures the RL phase.
+Only ``model.lora`` and the learning rate differ (adapters take a larger one, as usual). Each arm runs
+``--repeats`` times, interleaved (full, lora, full, lora, ...): at 3.2M parameters the state LoRA saves
+(gradients and AdamW moments of the base weights, ~38 MB) is the size of glibc's run-to-run heap
+retention, so one pair of runs can land either way. Prints JSON: per run the held-out accuracy before
+and after RL, its gain, the peak RSS, the wall time; per arm the medians; the LoRA / full ratios.
 
-At 3.2M parameters the weights, gradients and Adam state LoRA saves (~40 MB) are the size of the
-process's noise (~650 MB of interpreter, torch and activations), so ``at_scale`` repeats the memory
-measurement with the same recipe on a 56M-parameter model of the same family (random weights, no
-SFT, 3 steps): there the saved state is hundreds of MB.
+``crossover`` repeats the memory measurement with the same recipe on models of the same family at
+3.2M, 12.7M, 29.8M and 56M parameters (random weights, no SFT, 3 steps, no evaluation): where the saved
+state grows past the noise.
 
-    python benchmarks/lora_vs_full.py [--steps 60] [--out runs/bench-lora]
+    python benchmarks/lora_vs_full.py [--steps 60] [--repeats 3] [--out runs/bench-lora]
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -43,9 +46,19 @@ RUNS = {
 }
 
 
+# model sizes of the default model's family (tiny_llama_config arguments) for the crossover
+SIZES = {
+    "3.2M": {},
+    "12.7M": {"hidden_size": 512, "num_layers": 4, "num_heads": 8, "intermediate_size": 1376},
+    "29.8M": {"hidden_size": 640, "num_layers": 6, "num_heads": 10, "intermediate_size": 1728},
+    "56M": {"hidden_size": 768, "num_layers": 8, "num_heads": 12, "intermediate_size": 2048},
+}
+
+
 def child(overrides: list[str]) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", CHILD, *overrides], capture_output=True, text=True, env=env, check=False)
+    done = subprocess.run([sys.executable, "-c", CHILD, "threads=1", *overrides], capture_output=True, text=True,
+                          env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode or not lines:
         raise SystemExit(f"run {overrides} failed:\n{done.stderr[-3000:]}")
@@ -53,9 +66,13 @@ def child(overrides: list[str]) -> dict:
 
 
 def sft_policy(out: Path) -> Path:
-    """The default recipe's SFT warm-up, saved as the step-0 checkpoint of a zero-step RL run."""
+    """The default recipe's SFT warm-up, saved as the step-0 checkpoint of a zero-step RL run (reused when
+    ``out`` already holds it)."""
+    policy = out / "sft" / "checkpoints" / "step_000000" / "policy"
+    if (policy / "model.safetensors").exists():
+        return policy
     child([f"run_dir={out / 'sft'}", "train.steps=0", "logging.progress_bar=false", "logging.sinks=[jsonl]"])
-    return out / "sft" / "checkpoints" / "step_000000" / "policy"
+    return policy
 
 
 def run(name: str, steps: int, out: Path, start: Path) -> dict:
@@ -64,40 +81,69 @@ def run(name: str, steps: int, out: Path, start: Path) -> dict:
                     "logging.sinks=[jsonl]", *RUNS[name]])
     return {
         "initial_eval_accuracy": result["initial_eval_accuracy"], "final_eval_accuracy": result["final_eval_accuracy"],
-        "gain": result["final_eval_accuracy"] - result["initial_eval_accuracy"],
-        "peak_rss_mib": round(result["peak_rss_mib"], 1), "wall_s": round(result["wall_s"], 1), "overrides": RUNS[name],
+        "gain": round(result["final_eval_accuracy"] - result["initial_eval_accuracy"], 3),
+        "peak_rss_mib": round(result["peak_rss_mib"], 1), "wall_s": round(result["wall_s"], 1),
     }
 
 
-def at_scale(out: Path) -> dict:
-    """Peak RSS of 3 RL steps, full vs LoRA, on a 56M-parameter Llama (hidden 768, 8 layers)."""
+def crossover(out: Path) -> dict:
+    """Peak RSS of 3 RL steps, full vs LoRA, at each of SIZES (random weights, no SFT, no evaluation)."""
+    from safetensors import safe_open
+
     from rlxf.models.tiny import build_tiny_model
 
-    model = build_tiny_model(out / "model-56m", hidden_size=768, num_layers=8, num_heads=12, intermediate_size=2048)
-    peaks = {}
-    for name in RUNS:
-        result = child([f"run_dir={out / ('scale-' + name)}", f"model.path={model}", "sft.steps=0", "train.steps=3",
-                        "data.eval_size=16", "eval.every=0", "checkpoint.every=0", "logging.progress_bar=false",
-                        "logging.sinks=[jsonl]", *RUNS[name]])
-        peaks[name] = round(result["peak_rss_mib"], 1)
-    return {"parameters": "56M", "steps": 3, "peak_rss_mib": peaks,
-            "lora_over_full_peak_rss": round(peaks["lora"] / peaks["full"], 3)}
+    table = {}
+    for size, shape in SIZES.items():
+        model = build_tiny_model(out / f"model-{size}", **shape)
+        with safe_open(model / "model.safetensors", "pt") as weights:
+            parameters = sum(_numel(weights.get_slice(key).get_shape()) for key in weights.keys())
+        peaks = {}
+        for name in RUNS:
+            result = child([f"run_dir={out / f'scale-{size}-{name}'}", f"model.path={model}", "sft.steps=0",
+                            "train.steps=3", "data.eval_size=16", "eval.every=0", "checkpoint.every=0",
+                            "logging.progress_bar=false", "logging.sinks=[jsonl]", *RUNS[name]])
+            peaks[name] = round(result["peak_rss_mib"], 1)
+        table[size] = {"parameters": parameters, "peak_rss_mib": peaks,
+                       "lora_minus_full_mib": round(peaks["lora"] - peaks["full"], 1),
+                       "lora_over_full": round(peaks["lora"] / peaks["full"], 3)}
+    return table
+
+
+def _numel(shape: list[int]) -> int:
+    numel = 1
+    for dim in shape:
+        numel *= dim
+    return numel
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="runs/bench-lora")
+    parser.add_argument("--no-crossover", action="store_true")
     args = parser.parse_args()
-    start = sft_policy(Path(args.out))
-    results = {name: run(name, args.steps, Path(args.out), start) for name in RUNS}
+    out = Path(args.out)
+    start = sft_policy(out)
+    runs: dict[str, list[dict]] = {name: [] for name in RUNS}
+    for repeat in range(args.repeats):  # interleaved: background load hits both arms alike
+        for name in RUNS:
+            runs[name].append(run(name, args.steps, out / f"r{repeat}", start))
+    arms = {name: {"overrides": RUNS[name], "runs": results,
+                   "median_peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in results),
+                   "median_gain": statistics.median(r["gain"] for r in results)} for name, results in runs.items()}
+    full, lora = arms["full"], arms["lora"]
     emit({
-        "recipe": "default", "steps": args.steps, "runs": results,
+        "recipe": "default", "steps": args.steps, "repeats": args.repeats, "threads": 1, "arms": arms,
         "lora_over_full": {
-            "peak_rss": round(results["lora"]["peak_rss_mib"] / results["full"]["peak_rss_mib"], 3),
-            "gain_difference": round(results["lora"]["gain"] - results["full"]["gain"], 3),
+            "median_peak_rss": round(lora["median_peak_rss_mib"] / full["median_peak_rss_mib"], 3),
+            "median_peak_rss_difference_mib": round(lora["median_peak_rss_mib"] - full["median_peak_rss_mib"], 1),
+            "repeats_with_lora_lower": sum(a["peak_rss_mib"] < b["peak_rss_mib"]
+                                           for a, b in zip(lora["runs"], full["runs"])),
+            "median_gain_difference": round(lora["median_gain"] - full["median_gain"], 3),
         },
-        "at_scale": at_scale(Path(args.out)),
+        "lora_learns": all(r["gain"] >= 0.15 for r in lora["runs"]),
+        "crossover": None if args.no_crossover else crossover(out),
     })
 
 

@@ -69,6 +69,21 @@ def test_merged_weights_drive_the_built_in_decoder(checkpoints):
     assert (gen.log_probs[0] - expected).abs().max() <= 1e-5
 
 
+
+def test_merged_weights_are_computed_when_read_from_the_live_weights(checkpoints):
+    model = _adapted(checkpoints["qwen2"], alpha=8)  # r 4, alpha 8: scale 2
+    merged = merged_state_dict(model)
+    layer = model.get_base_model().model.layers[0].self_attn.q_proj
+    name = "model.layers.0.self_attn.q_proj.weight"
+    assert merged.templates[name].data_ptr() == layer.base_layer.weight.data_ptr()  # no merged copy held
+    with torch.no_grad():
+        expected = layer.base_layer.weight + 2.0 * layer.lora_B["default"].weight @ layer.lora_A["default"].weight
+    assert (merged[name] - expected).abs().max() <= 1e-6 and not torch.equal(merged[name], layer.base_layer.weight)
+    with torch.no_grad():
+        layer.lora_B["default"].weight.zero_()  # an update after the mapping was made: read today's weights
+    assert torch.equal(merged[name], layer.base_layer.weight)
+    assert "model.layers.0.self_attn.q_proj.bias" in merged and not any(".lora_" in key for key in merged)
+
 def test_reference_role_switches_the_adapter_off(checkpoints):
     from rlxf.batch import TrajectoryBatch
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import weakref
+from collections.abc import Mapping
 
 import pytest
 import torch
@@ -36,6 +38,38 @@ def test_a_tensor_larger_than_a_bucket_gets_its_own():
     packed = pack_weights({"big": torch.zeros(1000), "small": torch.zeros(2)}, 0, bucket_bytes=64)
     assert [b.numel() for b in packed.buckets] == [1000, 2]
 
+
+
+class _CountingWeights(Mapping):
+    """A state dict computed as it is read (as LoRA's merged weights): it counts reads and how many of
+    the tensors it handed out are still alive at each read; buckets are planned from ``templates``."""
+
+    def __init__(self, templates: dict[str, torch.Tensor]) -> None:
+        self.templates = templates
+        self.reads: dict[str, int] = {}
+        self.handed_out: list[weakref.ref] = []
+        self.most_alive = 0
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        self.reads[name] = self.reads.get(name, 0) + 1
+        self.most_alive = max(self.most_alive, sum(ref() is not None for ref in self.handed_out))
+        value = self.templates[name] + 1.0
+        self.handed_out.append(weakref.ref(value))
+        return value
+
+    def __iter__(self):
+        return iter(self.templates)
+
+    def __len__(self) -> int:
+        return len(self.templates)
+
+
+def test_a_lazy_state_dict_is_planned_from_templates_and_computed_one_tensor_at_a_time():
+    lazy = _CountingWeights({"a": torch.zeros(3), "b": torch.ones(2, 2), "c": torch.full((5,), 2.0)})
+    packed = pack_weights(lazy, version=1, bucket_bytes=4 * 8)  # a + b = 7 floats in one bucket, c alone
+    assert lazy.reads == {"a": 1, "b": 1, "c": 1}  # planning read none; filling read each once
+    assert lazy.most_alive == 0  # each computed tensor was gone before the next was computed
+    assert [b.tolist() for b in packed.buckets] == [[1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0], [3.0] * 5]
 
 def _roles(tiny_model, tokenizer, **engine_options):
     engine = build_engine("torch", copy.deepcopy(tiny_model), tokenizer.eos_token_id, tokenizer.pad_token_id,

@@ -27,6 +27,7 @@ from rlxf.data.preferences import pair_batch
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, task_evaluator, warm_start_policy
 from rlxf.loops.setup import RunContext, load_policy
+from rlxf.models.saving import save_model
 from rlxf.train.log_probs import sequence_log_probs
 
 # Losses on length-averaged sequence log-probs (the others take the sum over response tokens).
@@ -105,7 +106,7 @@ def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, 
     else:
         policy = warm_start_policy(config, context, write)
         if cfg.uses_reference:
-            policy.save_pretrained(reference_dir)
+            save_model(policy, reference_dir)
     scorer = PairScorer(config, context.tokenizer)
     train_rows, eval_rows = context.task.train, context.task.eval
     if cfg.uses_reference:

@@ -13,6 +13,7 @@ import torch
 
 from rlxf.config import Config, ConfigError
 from rlxf.models.lora import ADAPTER_DIR, apply_lora, load_lora
+from rlxf.models.saving import save_model
 
 
 def lora_start_path(config: Config, run_dir: Path, checkpoint: Path | None) -> str | None:
@@ -26,6 +27,6 @@ def attach_lora(config: Config, policy: torch.nn.Module, run_dir: Path, checkpoi
     if config.train.backend != "single":
         raise ConfigError(f"model.lora: train.backend {config.train.backend!r} is not supported yet (use single)")
     if checkpoint is None:
-        policy.save_pretrained(run_dir / "reference")
+        save_model(policy, run_dir / "reference")
         return apply_lora(policy, config.model.lora)
     return load_lora(policy, checkpoint / ADAPTER_DIR)

@@ -25,6 +25,7 @@ from rlxf.loops import LOOPS
 from rlxf.loops.dpo import LENGTH_NORMALISED, pair_log_probs
 from rlxf.loops.offline import Objective, run_offline, task_evaluator, warm_start_policy
 from rlxf.loops.setup import RunContext, build_rollout, load_policy
+from rlxf.models.saving import save_model
 from rlxf.rollout.sampling import SamplingParams
 
 
@@ -62,7 +63,7 @@ def online_dpo_objective(config: Config, context: RunContext, checkpoint: Path |
         policy = load_policy(config, str(checkpoint / "policy"), context.device)
     else:
         policy = warm_start_policy(config, context, write)
-        policy.save_pretrained(reference_dir)
+        save_model(policy, reference_dir)
     reference = load_policy(config, str(reference_dir), context.device).requires_grad_(False).eval()
     rollout = build_rollout(config, policy, context.tokenizer)
     params = SamplingParams(n=config.rollout.n_samples, temperature=config.rollout.temperature,

@@ -32,6 +32,7 @@ from rlxf.loops.setup import (
 )
 from rlxf.loops.sft import run_sft
 from rlxf.loops.stop_signals import StopSignals
+from rlxf.models.saving import save_model
 from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
 from rlxf.roles.critic import CriticRole
@@ -203,7 +204,7 @@ def place_reference(config: Config, runtime: Runtime, policy: torch.nn.Module, c
     if config.model.lora is not None:  # the policy itself, its adapter switched off: no copy
         return runtime.place("reference", ReferenceRole, policy, config.train.micro_batch_size, config.rollout.temperature)
     if fresh:
-        policy.save_pretrained(folder)
+        save_model(policy, folder)
     return runtime.place("reference", ReferenceRole, load_policy(config, str(folder), context.device),
                          config.train.micro_batch_size, config.rollout.temperature)
 

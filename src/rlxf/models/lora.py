@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,6 +17,7 @@ import torch
 
 from rlxf.config_error import ConfigError
 from rlxf.models.lora_config import LoraConfig
+from rlxf.models.saving import save_model
 
 ADAPTER_DIR = "policy_adapter"
 BASE_LAYER = ".base_layer."
@@ -49,32 +50,46 @@ def load_lora(base: torch.nn.Module, adapter_dir: str | Path) -> torch.nn.Module
     return _peft().PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
 
 
-@torch.no_grad()
-def merged_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """The weights the adapted model computes with, under the base model's own names (nothing mutated)."""
-    from peft.tuners.lora import LoraLayer
+class MergedWeights(Mapping[str, torch.Tensor]):
+    """The weights the adapted model computes with, under the base model's own names, each merged
+    (``W + scale * B @ A``) only when it is read: a weight sync or a save holds one merged tensor at a
+    time, not a merged copy of the model beside its deltas (nothing is mutated). ``templates`` are the
+    unmerged tensors under the same names (same shapes and dtypes: what a bucket plan reads)."""
 
-    base = model.get_base_model()
-    deltas = {
-        f"{name}{BASE_LAYER}weight": module.get_delta_weight(adapter)
-        for name, module in base.named_modules() if isinstance(module, LoraLayer)
-        for adapter in module.active_adapters if adapter in module.lora_A
-    }
-    merged = {}
-    for key, value in base.state_dict().items():
-        if ".lora_" in key:
-            continue
-        if key in deltas:
-            value = value + deltas[key].to(value.dtype)
-        merged[key.replace(BASE_LAYER, ".")] = value
-    return merged
+    def __init__(self, model: torch.nn.Module) -> None:
+        from peft.tuners.lora import LoraLayer
+
+        base = model.get_base_model()
+        self._layers = {f"{name}.weight": module for name, module in base.named_modules() if isinstance(module, LoraLayer)}
+        self.templates = {key.replace(BASE_LAYER, "."): value for key, value in base.state_dict().items()
+                          if ".lora_" not in key}
+
+    @torch.no_grad()
+    def __getitem__(self, name: str) -> torch.Tensor:
+        value = self.templates[name]
+        layer = self._layers.get(name)
+        for adapter in layer.active_adapters if layer is not None else ():
+            if adapter in layer.lora_A:
+                value = value + layer.get_delta_weight(adapter).to(value.dtype)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.templates)
+
+    def __len__(self) -> int:
+        return len(self.templates)
+
+
+def merged_state_dict(model: torch.nn.Module) -> MergedWeights:
+    """The adapted model's weights under the base model's names, merged as they are read."""
+    return MergedWeights(model)
 
 
 def save_lora_checkpoint(model: torch.nn.Module, out_dir: str | Path) -> None:
     """``policy_adapter/`` (adapter only) and ``policy/`` (merged, plain transformers) into ``out_dir``."""
     out_dir = Path(out_dir)
     model.save_pretrained(out_dir / ADAPTER_DIR)
-    model.get_base_model().save_pretrained(out_dir / "policy", state_dict=merged_state_dict(model))
+    save_model(model.get_base_model(), out_dir / "policy", dict(merged_state_dict(model)))
 
 
 @contextmanager

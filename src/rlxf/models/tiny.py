@@ -14,6 +14,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from rlxf.models.char_tokenizer import build_char_tokenizer
+from rlxf.models.saving import save_model
 
 
 def tiny_llama_config(
@@ -59,7 +60,7 @@ def build_tiny_model(
     model = LlamaForCausalLM(config)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    model.save_pretrained(staging)
+    save_model(model, staging)
     tokenizer.save_pretrained(staging)
     try:
         staging.rename(out_dir)

@@ -9,6 +9,7 @@ import torch
 from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.models.lora import is_lora, merged_state_dict, save_lora_checkpoint
+from rlxf.models.saving import save_model
 from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
@@ -59,7 +60,7 @@ class ActorRole:
         else:
             weights = self.engine.full_state_dict()  # every rank takes part in the gather
             if is_writer():
-                self.model.save_pretrained(Path(out_dir) / "policy", state_dict=weights)
+                save_model(self.model, Path(out_dir) / "policy", weights)
         self.engine.save_state(Path(out_dir), "actor")
 
     def load_checkpoint(self, in_dir: Path) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -36,9 +37,18 @@ class WeightBuckets:
         return sum(b.numel() * b.element_size() for b in self.buckets)
 
 
-def pack_weights(state_dict: dict[str, torch.Tensor], version: int, bucket_bytes: int) -> WeightBuckets:
+def pack_weights(state_dict: Mapping[str, torch.Tensor], version: int, bucket_bytes: int) -> WeightBuckets:
+    """Each bucket is allocated once and filled tensor by tensor, so a lazily computed ``state_dict``
+    (LoRA's merged weights, planned from its ``templates``) holds one computed tensor at a time."""
     plan = plan_buckets(state_dict, bucket_bytes)
-    buckets = [torch.cat([state_dict[name].detach().reshape(-1) for name in spec.names]) for spec in plan.buckets]
+    templates = getattr(state_dict, "templates", state_dict)
+    buckets = []
+    for spec in plan.buckets:
+        bucket = torch.empty(spec.numel, dtype=spec.dtype, device=templates[spec.names[0]].device)
+        for name in spec.names:
+            _, offset, shape = plan.layout[name]
+            bucket[offset: offset + torch.Size(shape).numel()].copy_(state_dict[name].detach().reshape(-1))
+        buckets.append(bucket)
     return WeightBuckets(version=version, buckets=buckets, layout=dict(plan.layout))
 
 

@@ -14,6 +14,7 @@ with checksums on, a digest per bucket (``bucket_digest``) also catches a torn o
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -67,11 +68,12 @@ class BucketPlan:
         return out
 
 
-def plan_buckets(tensors: dict[str, torch.Tensor], bucket_bytes: int) -> BucketPlan:
+def plan_buckets(tensors: Mapping[str, torch.Tensor], bucket_bytes: int) -> BucketPlan:
     """Group by dtype (first-seen order), then fill buckets in order up to ``bucket_bytes``. Reads only
-    ``shape`` and ``dtype``: a DTensor shard plans as its whole tensor."""
+    ``shape`` and ``dtype``: a DTensor shard plans as its whole tensor, and a mapping that computes its
+    tensors when read (LoRA's merged weights) plans from its ``templates`` (same names, shapes, dtypes)."""
     by_dtype: dict[torch.dtype, list[tuple[str, tuple[int, ...]]]] = {}
-    for name, tensor in tensors.items():
+    for name, tensor in getattr(tensors, "templates", tensors).items():
         by_dtype.setdefault(tensor.dtype, []).append((name, tuple(tensor.shape)))
     buckets: list[BucketSpec] = []
     layout: dict[str, tuple[int, int, tuple[int, ...]]] = {}
