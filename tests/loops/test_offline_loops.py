@@ -2,12 +2,15 @@
 files; the trained reward model then serves as the reward of an RL run."""
 
 import json
+import math
 
 import pytest
+import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
 from rlxf.config import load_config
 from rlxf.loops import get_loop
+from rlxf.rewards.registry import build_reward
 from tests.conftest import small_overrides
 
 PAIRS = ["data.task=arithmetic_preferences", "data.task_args={digits: 2, b_digits: 1}",
@@ -31,13 +34,21 @@ def test_offline_loop_writes_a_complete_run(tmp_path, tiny_model_dir, loop):
     run_dir = tmp_path / loop
     summary = run_loop(loop, run_dir, tiny_model_dir)
     assert summary["steps"] == 2 and json.loads((run_dir / "summary.json").read_text()) == summary
-    assert eval_key in summary["initial_eval"] and eval_key in summary["final_eval"]
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
-    assert "train/loss" in rows[1] and "train/grad_norm" in rows[1] and eval_key in rows[2]
+    # the summary's evaluations are the logged ones, held-out numbers in range
+    assert summary["initial_eval"][eval_key] == rows[0][eval_key] and summary["final_eval"][eval_key] == rows[2][eval_key]
+    assert all(0.0 <= r[eval_key] <= 1.0 for r in (rows[0], rows[2]))
+    for row in rows[1:]:
+        assert row["train/loss"] > 0 and row["train/grad_norm"] > 0
+    if loop == "dpo":  # step 1's policy is its reference: every margin is 0, the loss -log sigmoid(0)
+        assert rows[1]["train/loss"] == pytest.approx(math.log(2), abs=1e-5)
+        assert rows[2]["train/loss"] != pytest.approx(math.log(2), abs=1e-5)
     assert load_config(run_dir / "config.yaml").loop == loop
-    model = auto_class.from_pretrained(run_dir / "checkpoints" / "step_000002" / model_name)
-    assert sum(p.numel() for p in model.parameters()) > 0
+    # the saved model is the trained one: step 2's weights are not step 1's
+    first, last = (auto_class.from_pretrained(run_dir / "checkpoints" / f"step_00000{s}" / model_name).state_dict()
+                   for s in (1, 2))
+    assert first.keys() == last.keys() and any(not torch.equal(first[k], last[k]) for k in first)
 
 
 def test_dpo_resume_continues_exactly(tmp_path, tiny_model_dir):
@@ -57,7 +68,15 @@ def test_a_trained_reward_model_is_an_rl_reward(tmp_path, tiny_model_dir):
     rm_path = tmp_path / "rm" / "checkpoints" / "step_000002" / "reward_model"
     config = load_config(None, [*small_overrides(tmp_path / "rl", tiny_model_dir, steps=1), "sft.steps=0",
                                 "reward.function=reward_model", f"reward.kwargs={{path: {rm_path}}}",
-                                "eval.reward={function: arithmetic}"])
+                                "eval.reward={function: arithmetic}", "logging.samples_every=1",
+                                "logging.samples_per_step=16"])
     get_loop("rl")(config, write=lambda _: None)
     row = [json.loads(line) for line in (tmp_path / "rl" / "metrics.jsonl").read_text().splitlines()][1]
-    assert "reward/reward_model" in row and "eval/accuracy" in row
+    # every trajectory's reward is the trained reward model's score of its prompt and response
+    samples = [json.loads(line) for line in (tmp_path / "rl" / "samples.jsonl").read_text().splitlines()]
+    scorer = build_reward("reward_model", {"path": str(rm_path)})
+    scores = scorer.score([s["prompt"] for s in samples], [s["response"] for s in samples], [{}] * len(samples)).scores
+    assert len(samples) == 16 and [s["reward"] for s in samples] == pytest.approx(scores, abs=1e-4)
+    assert row["reward/mean"] == pytest.approx(sum(scores) / 16, abs=1e-4) == row["reward/reward_model"]
+    assert len({round(x, 4) for x in scores}) > 1  # the responses get different scores
+    assert 0.0 <= row["eval/accuracy"] <= 1.0
