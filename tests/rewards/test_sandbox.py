@@ -105,6 +105,11 @@ def test_auto_isolation_on_this_machine_is_reported():
     if BEST in ("namespaces", "userns"):
         for layer in ("pid_ns", "net_ns", "mount_ns", "readonly_fs"):
             assert layer in res.isolation
+    else:  # basic: limits and a scrubbed environment, and the report owns up to the shared filesystem
+        assert {"rlimits", "scrubbed_env", "host_filesystem"} <= set(res.isolation)
+        assert not any(layer.endswith("_ns") for layer in res.isolation)
+    # what auto reports is what the best mode reports (one code path, not a weaker fallback)
+    assert res.isolation[:3] == _run("print(1)", BEST).isolation[:3]
     if os.geteuid() == 0 and BEST == "namespaces":
         assert any(layer.startswith("uid:") and layer != "uid:unchanged" for layer in res.isolation)
 
