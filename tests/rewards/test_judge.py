@@ -61,6 +61,18 @@ def test_openai_compatible_backend_round_trip():
     assert seen[-1] == ("/v1/chat/completions", "judge-x")
 
 
+def test_api_key_env_sends_the_key_as_a_bearer_token(monkeypatch):
+    """backend_kwargs.api_key_env names the variable holding the key; the key itself is never in the config."""
+    monkeypatch.setenv("RLXF_TEST_JUDGE_KEY", "s3cret")
+    headers: list[dict] = []
+    with chat_server(lambda path, body: "Score: 5", headers) as url:
+        for kwargs in ({"api_key_env": "RLXF_TEST_JUDGE_KEY"}, {}):
+            reward = JudgeReward(backend="openai", backend_kwargs={"url": url, "model": "m", **kwargs})
+            assert reward.score(["q"], ["r"], [{}]).scores == [0.5]
+    assert headers[0]["Authorization"] == "Bearer s3cret"
+    assert "Authorization" not in headers[1]
+
+
 def test_unreachable_endpoint_is_named_after_its_retries():
     """Every request failed: the endpoint is down, which must not become a batch of default scores."""
     from rlxf.rewards.http_client import EndpointError
