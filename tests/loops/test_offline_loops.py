@@ -80,3 +80,22 @@ def test_a_trained_reward_model_is_an_rl_reward(tmp_path, tiny_model_dir):
     assert row["reward/mean"] == pytest.approx(sum(scores) / 16, abs=1e-4) == row["reward/reward_model"]
     assert len({round(x, 4) for x in scores}) > 1  # the responses get different scores
     assert 0.0 <= row["eval/accuracy"] <= 1.0
+
+
+def test_ipo_and_cdpo_through_the_dpo_loop(tmp_path, tiny_model_dir):
+    """Step 1's policy is its reference (every log-ratio difference h is 0), so each loss and the size of
+    its gradient follow from DPO's by hand: d/dh of -log sigmoid(beta h) is -beta/2; cDPO's smoothed loss
+    (eps = 0.25) has (1 - 2 eps) of that gradient; IPO's (h - 1/(2 beta))^2 has -1/beta, 2/beta^2 times DPO's."""
+    beta, eps = 0.1, 0.25
+    first = {}
+    for name, extra in {"dpo": [], "cdpo": [f"preference.loss.label_smoothing={eps}"], "ipo": []}.items():
+        run_loop("dpo", tmp_path / name, tiny_model_dir, ["sft.steps=0", "preference.steps=1", "data.eval_size=4",
+                                                           f"preference.loss.name={name}", *extra])
+        first[name] = json.loads((tmp_path / name / "metrics.jsonl").read_text().splitlines()[1])
+    assert first["dpo"]["train/loss"] == pytest.approx(math.log(2), abs=1e-6)
+    assert first["cdpo"]["train/loss"] == pytest.approx(math.log(2), abs=1e-6)
+    assert first["ipo"]["train/loss"] == pytest.approx((1 / (2 * beta)) ** 2, rel=1e-5)
+    dpo_norm = first["dpo"]["train/grad_norm"]
+    assert dpo_norm > 0
+    assert first["cdpo"]["train/grad_norm"] == pytest.approx((1 - 2 * eps) * dpo_norm, rel=1e-4)
+    assert first["ipo"]["train/grad_norm"] == pytest.approx(2 / beta**2 * dpo_norm, rel=1e-4)
