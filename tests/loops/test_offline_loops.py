@@ -44,6 +44,12 @@ def test_offline_loop_writes_a_complete_run(tmp_path, tiny_model_dir, loop):
     if loop == "dpo":  # step 1's policy is its reference: every margin is 0, the loss -log sigmoid(0)
         assert rows[1]["train/loss"] == pytest.approx(math.log(2), abs=1e-5)
         assert rows[2]["train/loss"] != pytest.approx(math.log(2), abs=1e-5)
+        # held out: the start is its own reference (margin 0, loss ln 2); two steps move both
+        assert rows[0]["eval/reward_margin"] == pytest.approx(0.0, abs=1e-6) and rows[0]["eval/preference_loss"] == pytest.approx(math.log(2))
+        assert abs(rows[2]["eval/reward_margin"]) > 1e-4
+        assert rows[2]["eval/preference_loss"] != pytest.approx(rows[0]["eval/preference_loss"], abs=1e-5)
+    if loop == "reward_model":  # the held-out pair loss and margin move with two steps of training
+        assert rows[2]["eval/loss"] != rows[0]["eval/loss"] and rows[2]["eval/margin"] != rows[0]["eval/margin"]
     assert load_config(run_dir / "config.yaml").loop == loop
     # the saved model is the trained one: step 2's weights are not step 1's
     first, last = (auto_class.from_pretrained(run_dir / "checkpoints" / f"step_00000{s}" / model_name).state_dict()
