@@ -34,6 +34,37 @@ def tokenizer(tiny_model_dir):
     return load_tokenizer(tiny_model_dir)
 
 
+# The SFT that gives the shared start its signal: ~4 s on one thread, once per test session.
+SIGNAL_SFT = ["loop=sft", "sft.steps=60", "sft.batch_size=16", "sft.optim.lr=3e-3", "checkpoint.every=0"]
+
+
+@pytest.fixture(scope="session")
+def sft_model_dir(tmp_path_factory, tiny_model_dir) -> str:
+    """The tiny model after a short SFT on the default task: it writes the answer format most of the
+    time (reward/format about 0.6-0.9 at temperature 1) and gets a few sums right (held-out accuracy
+    about 0.1), so an RL step from it has rewards that differ within a group and a non-zero gradient.
+    Runs that are compared for equality start here: a comparison of two runs that never train is a
+    comparison of zeros (the raw tiny model scores reward 0 and gets grad norm 0 on most steps)."""
+    from rlxf.config import load_config
+    from rlxf.loops import get_loop
+
+    run_dir = tmp_path_factory.mktemp("sft_start")
+    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir), *SIGNAL_SFT])
+    get_loop("sft")(config, write=lambda _: None)
+    return str(run_dir / "checkpoints" / "step_000060" / "policy")
+
+
+def assert_trains(rows: list[dict]) -> None:
+    """The RL steps in ``rows`` (metric rows of a run) learned something: rewards differ within a group
+    (else GRPO's advantages are 0) and the gradient is non-zero on every step but at most one (a step
+    whose every group agrees has no GRPO gradient; from the SFT start that happens about 1 step in 6).
+    Put beside every assertion that two runs are equal, so that the equality is not one of zeros."""
+    steps = [r for r in rows if "policy/grad_norm" in r]
+    norms = [r["policy/grad_norm"] for r in steps]
+    assert steps and sum(n > 1e-3 for n in norms) >= max(1, len(steps) - 1), norms
+    assert sum(r["reward/mean"] for r in steps) > 0, [r["reward/mean"] for r in steps]
+
+
 def small_overrides(run_dir, model_dir, steps: int = 3) -> list[str]:
     """A recipe small enough to run in seconds: tiny model, few steps, small eval."""
     return [

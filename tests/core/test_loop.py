@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 
 from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
-from tests.conftest import small_overrides
+from tests.conftest import assert_trains, small_overrides
 
 
 def read_metrics(run_dir):
@@ -22,19 +22,20 @@ def read_metrics(run_dir):
 
 
 @pytest.mark.parametrize("algorithm", ["grpo", "ppo"])
-def test_loop_writes_a_complete_run(tmp_path, tiny_model_dir, algorithm):
+def test_loop_writes_a_complete_run(tmp_path, sft_model_dir, algorithm):
     run_dir = tmp_path / algorithm
-    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=2), f"algorithm.name={algorithm}"])
+    config = load_config(None, [*small_overrides(run_dir, sft_model_dir, steps=2), f"algorithm.name={algorithm}"])
     summary = train_rl(config, write=lambda _: None)
     assert set(summary) >= {"initial_eval_accuracy", "final_eval_accuracy", "steps", "wall_seconds"}
     assert summary["steps"] == 2 and 0.0 <= summary["final_eval_accuracy"] <= 1.0
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     rows = read_metrics(run_dir)
     assert [r["step"] for r in rows] == [0, 1, 2]
+    assert_trains(rows)
     for key in ("reward/mean", "policy/entropy", "response/length_mean", "time/step", "time/generation", "time/train"):
         assert key in rows[1], key
     if algorithm == "ppo":
-        assert "critic/loss" in rows[1] and "time/values" in rows[1]
+        assert rows[1]["critic/loss"] > 0 and rows[1]["critic/grad_norm"] > 0 and "time/values" in rows[1]
     assert "eval/accuracy" in rows[2]
     saved = load_config(run_dir / "config.yaml")
     assert saved.algorithm.name == algorithm
@@ -43,12 +44,18 @@ def test_loop_writes_a_complete_run(tmp_path, tiny_model_dir, algorithm):
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
-def test_kl_to_reference_is_logged_when_used(tmp_path, tiny_model_dir):
+def test_kl_to_reference_is_logged_when_used(tmp_path, sft_model_dir):
+    """Step 1 samples from the starting policy, which is the reference: KL 0. Step 1's update moves the
+    policy, so step 2's KL to the (frozen) reference is positive; a reference that shared the policy's
+    weights would still read 0 there."""
     run_dir = tmp_path / "kl"
-    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=1), "algorithm.kl_coef=0.01"])
+    config = load_config(None, [*small_overrides(run_dir, sft_model_dir, steps=2), "algorithm.kl_coef=0.01",
+                                "train.optim.lr=1e-3"])
     train_rl(config, write=lambda _: None)
     rows = read_metrics(run_dir)
-    assert "policy/kl" in rows[1] and rows[1]["policy/kl"] >= 0.0
+    assert_trains(rows)
+    assert rows[1]["policy/kl"] == pytest.approx(0.0, abs=1e-6)
+    assert rows[2]["policy/kl"] > 1e-4
     assert (run_dir / "reference" / "config.json").exists()
 
 
@@ -77,16 +84,16 @@ def fails_second_time(prompts, responses, metadata):
     return [float(len(r)) for r in responses]
 
 
-def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, tiny_model_dir):
+def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, sft_model_dir):
     steps = 6
     whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
     base = [sys.executable, "-m", "rlxf.cli", "train", "threads=1"]
 
-    subprocess.run([*base, *small_overrides(whole_dir, tiny_model_dir, steps)], check=True, env=env,
+    subprocess.run([*base, *small_overrides(whole_dir, sft_model_dir, steps)], check=True, env=env,
                    capture_output=True)
 
-    proc = subprocess.Popen([*base, *small_overrides(killed_dir, tiny_model_dir, steps)], env=env,
+    proc = subprocess.Popen([*base, *small_overrides(killed_dir, sft_model_dir, steps)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
     target = killed_dir / "checkpoints" / "step_000003"
@@ -112,16 +119,18 @@ def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, tiny_model_
     for x, y in zip(*clean):
         assert x == y, {k: (x.get(k), y.get(k)) for k in set(x) | set(y) if x.get(k) != y.get(k)}
     assert len(clean[0]) == len(clean[1])
+    assert_trains(read_metrics(whole_dir))  # the runs compared did learn: equal runs, not equal zeros
     whole_summary = json.loads((whole_dir / "summary.json").read_text())
     killed_summary = json.loads((killed_dir / "summary.json").read_text())
-    assert whole_summary["final_eval_accuracy"] == killed_summary["final_eval_accuracy"]
+    assert whole_summary["final_eval_accuracy"] == killed_summary["final_eval_accuracy"] > 0
 
 
-def test_a_kill_between_checkpoint_and_metrics_line_loses_no_metrics(tmp_path, tiny_model_dir):
+def test_a_kill_between_checkpoint_and_metrics_line_loses_no_metrics(tmp_path, sft_model_dir):
     run_dir = tmp_path / "run"
-    config = load_config(None, small_overrides(run_dir, tiny_model_dir, steps=2))
+    config = load_config(None, small_overrides(run_dir, sft_model_dir, steps=2))
     train_rl(config, write=lambda _: None)
     rows = read_metrics(run_dir)
+    assert_trains(rows)
     # The process died right after step 2's checkpoint: its metrics line never reached the file.
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:-1]))
     train_rl(config, resume=True, write=lambda _: None)

@@ -3,15 +3,16 @@
 import json
 
 import pytest
+import torch
 
 from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 
 
-def run_steps(tmp_path, tiny_model_dir, *overrides, steps=1):
+def run_steps(tmp_path, model_dir, *overrides, steps=1):
     run_dir = tmp_path / "run"
-    config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=steps), "checkpoint.every=0",
+    config = load_config(None, [*small_overrides(run_dir, model_dir, steps=steps), "checkpoint.every=0",
                                 "sft.steps=0", *overrides])
     train_rl(config, write=lambda _: None)
     return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
@@ -27,17 +28,39 @@ def test_overlong_shaping_and_filter_in_the_loop(tmp_path, tiny_model_dir):
         assert row["reward/shaped_mean"] == pytest.approx(row["reward/mean"] + row["reward/overlong_penalty"], abs=1e-6)
 
 
-def test_dapo_dynamic_sampling_in_the_loop(tmp_path, tiny_model_dir):
-    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.name=dapo", "algorithm.overlong_buffer_len=0",
-                    "algorithm.max_sampling_rounds=2")
-    for row in rows:
-        assert 1 <= row["sampling/rounds"] <= 2 and 0.0 <= row["sampling/signal_fraction"] <= 1.0
-        assert row["samples"] % 16 == 0  # always prompts_per_step groups of n_samples
+def test_dapo_dynamic_sampling_in_the_loop(tmp_path, sft_model_dir):
+    # from the SFT start some groups agree (no signal) and some do not: each step samples until its
+    # 4 prompts have groups with signal or 2 rounds ran, and trains exactly 4 groups of 4
+    rows = run_steps(tmp_path, sft_model_dir, "algorithm.name=dapo", "algorithm.overlong_buffer_len=0",
+                    "algorithm.max_sampling_rounds=2", steps=2)
+    for step, row in enumerate(rows, start=1):
+        assert 1 <= row["sampling/rounds"] <= 2 and 0.0 < row["sampling/signal_fraction"] <= 1.0
+        assert row["samples"] == 16 * step  # never two rounds' batches trained together
+        assert row["policy/grad_norm"] > 0
 
 
-def test_remax_gets_its_greedy_baseline(tmp_path, tiny_model_dir):
-    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.name=remax")
-    assert all("time/greedy_baseline" in row for row in rows)
+def test_remax_gets_its_greedy_baseline(tmp_path, sft_model_dir, monkeypatch):
+    """Each row's advantage is its reward minus the reward of its prompt's greedy answer (one per group)."""
+    from rlxf.loops import rl
+
+    trained = []
+
+    def keep_batch(session, batch, *args):
+        original(session, batch, *args)
+        trained.append(batch)
+
+    original = rl.train_on_batch
+    monkeypatch.setattr(rl, "train_on_batch", keep_batch)
+    rows = run_steps(tmp_path, sft_model_dir, "algorithm.name=remax", steps=2)
+    assert len(trained) == 2 and all("time/greedy_baseline" in row for row in rows)
+    baselines = torch.cat([b.baseline_rewards for b in trained])
+    assert baselines.abs().sum() > 0  # the SFT start's greedy answers have the format: reward > 0
+    for batch in trained:
+        for group in batch.group_ids.unique():
+            assert batch.baseline_rewards[batch.group_ids == group].unique().numel() == 1
+        mask = batch.loss_mask.bool()
+        expected = (batch.rewards - batch.baseline_rewards)[:, None].expand_as(mask)
+        torch.testing.assert_close(batch.advantages[mask], expected[mask].float())
 
 
 def test_truncated_is_weights_are_logged(tmp_path, tiny_model_dir):

@@ -10,11 +10,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def chat_server(reply: Callable[[str, dict], str | None]) -> Iterator[str]:
-    """Serves ``reply(path, body) -> content`` (None: HTTP 500) on 127.0.0.1; yields the base URL (``.../v1``)."""
+def chat_server(reply: Callable[[str, dict], str | None], headers: list[dict] | None = None) -> Iterator[str]:
+    """Serves ``reply(path, body) -> content`` (None: HTTP 500) on 127.0.0.1; yields the base URL (``.../v1``).
+    Each request's headers are appended to ``headers`` when given."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):  # noqa: N802
+            if headers is not None:
+                headers.append(dict(self.headers))
             content = reply(self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             if content is None:
                 self.send_response(500)

@@ -61,6 +61,18 @@ def test_openai_compatible_backend_round_trip():
     assert seen[-1] == ("/v1/chat/completions", "judge-x")
 
 
+def test_api_key_env_sends_the_key_as_a_bearer_token(monkeypatch):
+    """backend_kwargs.api_key_env names the variable holding the key; the key itself is never in the config."""
+    monkeypatch.setenv("RLXF_TEST_JUDGE_KEY", "s3cret")
+    headers: list[dict] = []
+    with chat_server(lambda path, body: "Score: 5", headers) as url:
+        for kwargs in ({"api_key_env": "RLXF_TEST_JUDGE_KEY"}, {}):
+            reward = JudgeReward(backend="openai", backend_kwargs={"url": url, "model": "m", **kwargs})
+            assert reward.score(["q"], ["r"], [{}]).scores == [0.5]
+    assert headers[0]["Authorization"] == "Bearer s3cret"
+    assert "Authorization" not in headers[1]
+
+
 def test_unreachable_endpoint_is_named_after_its_retries():
     """Every request failed: the endpoint is down, which must not become a batch of default scores."""
     from rlxf.rewards.http_client import EndpointError
@@ -72,9 +84,28 @@ def test_unreachable_endpoint_is_named_after_its_retries():
         reward.score(["q"], ["r"], [{}])
 
 
-def test_engine_backend_on_tiny_model_never_crashes(tiny_model_dir):
+def test_engine_backend_on_tiny_model_scores_its_greedy_reply(tiny_model_dir):
+    """The engine backend's reply is the model's greedy continuation of the judge prompt (checked against
+    transformers' generate), and each score is that reply parsed, or default_score when it has no score."""
+    import torch
+
+    from rlxf.data.prompt_tokens import render_prompt
+    from rlxf.models.loading import load_causal_lm, load_tokenizer
+
     reward = JudgeReward(backend="engine", backend_kwargs={"path": tiny_model_dir, "max_new_tokens": 8},
-                         rubric="Grade {response}. Score: ")
+                         rubric="Grade {response}. Score: ", default_score=0.37)
     out = reward.score(["p", "p"], ["a", "b"], [{}, {}])
-    assert len(out.scores) == 2
-    assert all(f + m <= 1 for f, m in zip(out.components["judge_failed"], out.components["judge_malformed"]))
+    model, tokenizer = load_causal_lm(tiny_model_dir).eval(), load_tokenizer(tiny_model_dir)
+    replies = []
+    for response in ("a", "b"):
+        text = render_prompt({"prompt": f"Grade {response}. Score: "}, tokenizer, tokenizer.chat_template is not None)
+        ids = torch.tensor([tokenizer(text, add_special_tokens=False)["input_ids"]])
+        with torch.no_grad():
+            new = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=8, do_sample=False,
+                                 eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        replies.append(tokenizer.decode(new[0, ids.shape[1]:], skip_special_tokens=True))
+    assert reward.backend.generate([reward.judge_prompt("p", r, {}) for r in ("a", "b")]) == replies
+    parsed = [reward.normalized(r) for r in replies]
+    assert out.scores == [0.37 if p is None else p for p in parsed]
+    assert out.components["judge_malformed"] == [float(p is None) for p in parsed]
+    assert out.components["judge_failed"] == [0.0, 0.0]

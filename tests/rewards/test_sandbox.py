@@ -105,6 +105,11 @@ def test_auto_isolation_on_this_machine_is_reported():
     if BEST in ("namespaces", "userns"):
         for layer in ("pid_ns", "net_ns", "mount_ns", "readonly_fs"):
             assert layer in res.isolation
+    else:  # basic: limits and a scrubbed environment, and the report owns up to the shared filesystem
+        assert {"rlimits", "scrubbed_env", "host_filesystem"} <= set(res.isolation)
+        assert not any(layer.endswith("_ns") for layer in res.isolation)
+    # what auto reports is what the best mode reports (one code path, not a weaker fallback)
+    assert res.isolation[:3] == _run("print(1)", BEST).isolation[:3]
     if os.geteuid() == 0 and BEST == "namespaces":
         assert any(layer.startswith("uid:") and layer != "uid:unchanged" for layer in res.isolation)
 
@@ -327,3 +332,41 @@ def test_a_dead_zygote_is_replaced():
         z.proc.wait(timeout=10)
     res = sandbox.run("print(2)")
     assert res.ok and res.stdout == "2\n", (res.error, res.stderr)
+
+
+# ----------------------------------------------------------------------------------- file limits
+
+
+def test_max_file_mb_caps_a_written_file():
+    code = """
+        import errno
+        with open("big.bin", "wb", buffering=0) as f:
+            f.write(b"x" * (512 * 1024))
+            print("HALF OK")
+            try:  # a short write up to the limit, then EFBIG
+                print("WROTE", f.write(b"x" * (2 * 1024 * 1024)))
+                f.write(b"x")
+            except OSError as e:
+                print("DENIED", errno.errorcode[e.errno])
+        import os
+        print("SIZE", os.path.getsize("big.bin"))
+        """
+    res = _run(code, limits=SandboxLimits(**{**FAST.__dict__, "max_file_mb": 1}))
+    assert "HALF OK" in res.stdout and f"WROTE {512 * 1024}" in res.stdout and "DENIED EFBIG" in res.stdout, res.stdout
+    assert f"SIZE {1024 * 1024}" in res.stdout  # written up to the limit, not a byte past it
+
+
+@pytest.mark.parametrize("limit", [16, 48])
+def test_max_open_files_caps_descriptors(limit):
+    code = """
+        import errno
+        handles = []
+        try:
+            while True:
+                handles.append(open("main.py"))
+        except OSError as e:
+            print("OPENED", len(handles), errno.errorcode[e.errno])
+        """
+    res = _run(code, limits=SandboxLimits(**{**FAST.__dict__, "max_open_files": limit}))
+    opened, code_name = res.stdout.split()[1:]
+    assert code_name == "EMFILE" and limit - 8 <= int(opened) < limit, res.stdout  # stdio and a few of Python's own

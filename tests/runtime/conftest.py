@@ -12,7 +12,7 @@ import pytest
 from rlxf.config import load_config
 from rlxf.loops import setup
 from rlxf.loops.rl import train_rl
-from tests.conftest import small_overrides
+from tests.conftest import assert_trains, small_overrides
 
 pytest.register_assert_rewrite("tests.runtime.dp_loop")  # its assert helpers report the differing values
 
@@ -31,7 +31,9 @@ def run_recipe(tmp_path, model_dir, name: str, *extra: str) -> list[dict]:
 
 
 def assert_same_run(rows: list[dict], expected: list[dict]) -> None:
-    """Every step there once, every trajectory counted once, every metric equal to ``expected``'s."""
+    """Every step there once, every trajectory counted once, every metric equal to ``expected``'s (a run
+    that trains: equal zeros would prove nothing)."""
+    assert_trains(expected)
     assert [r["step"] for r in rows] == list(range(STEPS + 1))
     assert rows[-1]["samples"] == expected[-1]["samples"]
     assert len(rows) == len(expected)
@@ -41,8 +43,9 @@ def assert_same_run(rows: list[dict], expected: list[dict]) -> None:
 
 
 @pytest.fixture(scope="session")
-def embedded_rows(tmp_path_factory, tiny_model_dir):
-    return run_recipe(tmp_path_factory.mktemp("embedded"), tiny_model_dir, "embedded", *COMPARED)
+def embedded_rows(tmp_path_factory, sft_model_dir):
+    """The reference run, from the SFT start (tests/conftest.py): its steps have rewards and gradients."""
+    return run_recipe(tmp_path_factory.mktemp("embedded"), sft_model_dir, "embedded", *COMPARED)
 
 
 @pytest.fixture(scope="session")

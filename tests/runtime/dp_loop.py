@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from rlxf.cli import main
 from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
-from tests.conftest import small_overrides
+from tests.conftest import assert_trains, small_overrides
 
 TOL = 1e-4  # absolute, on every logged metric (float32; ranks reduce gradients in another order)
 # Enough SFT for non-zero rewards (so advantages, losses and updates are not all zero), and two
@@ -41,6 +41,7 @@ def resume(source, run_dir, steps: int, *extra: str) -> list[dict]:
 
 
 def assert_rows_match(rows: list[dict], expected: list[dict]) -> None:
+    assert_trains(expected)  # equal numbers of a run that trains, not equal zeros
     assert [r["step"] for r in rows] == [r["step"] for r in expected]
     for row, want in zip(rows, expected):
         assert row.keys() == want.keys()

@@ -17,15 +17,15 @@ from tests.runtime.conftest import COMPARED, assert_same_run, crash_rollout_in_s
 PROCESS = ("runtime.kind=process", "runtime.process_roles=[rollout]")
 
 
-def test_rollout_in_a_child_process_matches_the_embedded_run(tmp_path, tiny_model_dir, embedded_rows):
-    rows = run_recipe(tmp_path, tiny_model_dir, "process", *PROCESS, *COMPARED)
+def test_rollout_in_a_child_process_matches_the_embedded_run(tmp_path, sft_model_dir, embedded_rows):
+    rows = run_recipe(tmp_path, sft_model_dir, "process", *PROCESS, *COMPARED)
     assert_same_run(rows, embedded_rows)  # generators and batch fields cross the pipe both ways
 
 
-def test_async_loop_with_the_producer_in_the_rollout_process(tmp_path, tiny_model_dir):
+def test_async_loop_with_the_producer_in_the_rollout_process(tmp_path, sft_model_dir):
     run_dir = tmp_path / "async_process"
     config = load_config(None, [
-        *small_overrides(run_dir, tiny_model_dir, steps=3), "loop=rl_async", *PROCESS,
+        *small_overrides(run_dir, sft_model_dir, steps=3), "loop=rl_async", *PROCESS,
         "async_rl.max_staleness=1", "async_rl.chunk_steps=2", "runtime.weight_sync.checksum=true", "eval.every=2",
     ])
     get_loop("rl_async")(config, write=lambda _: None)
@@ -37,31 +37,31 @@ def test_async_loop_with_the_producer_in_the_rollout_process(tmp_path, tiny_mode
 
 
 def test_a_killed_rollout_process_is_restarted_and_the_run_is_the_embedded_run(
-    tmp_path, tiny_model_dir, embedded_rows, crash_marker, monkeypatch,
+    tmp_path, sft_model_dir, embedded_rows, crash_marker, monkeypatch,
 ):
     crash_rollout_in_step_2(crash_marker, monkeypatch)  # SIGKILL inside step 2's generate
-    rows = run_recipe(tmp_path, tiny_model_dir, "process_restart", *PROCESS, *COMPARED)
+    rows = run_recipe(tmp_path, sft_model_dir, "process_restart", *PROCESS, *COMPARED)
     assert not crash_marker.exists()  # the child did die
     # a fresh child, step 1's weights replayed into it, step 2's generate re-issued with the same
     # generator state: every trajectory once, every number the in-process run's
     assert_same_run(rows, embedded_rows)
 
 
-def test_a_rollout_process_that_dies_past_its_restarts_is_named(tmp_path, tiny_model_dir, crash_marker, monkeypatch):
+def test_a_rollout_process_that_dies_past_its_restarts_is_named(tmp_path, sft_model_dir, crash_marker, monkeypatch):
     crash_rollout_in_step_2(crash_marker, monkeypatch)
     with pytest.raises(RoleProcessDied, match="role rollout: its process .* died during generate"):
-        run_recipe(tmp_path, tiny_model_dir, "process_crash", *PROCESS, "runtime.max_restarts=0")
+        run_recipe(tmp_path, sft_model_dir, "process_crash", *PROCESS, "runtime.max_restarts=0")
     assert not crash_marker.exists()
 
 
-def test_async_loop_survives_a_killed_rollout_process(tmp_path, tiny_model_dir, crash_marker, monkeypatch):
+def test_async_loop_survives_a_killed_rollout_process(tmp_path, sft_model_dir, crash_marker, monkeypatch):
     """The child (and the producer in it) dies on its 2nd weight load; a fresh child starts, a new
     producer resumes from the last trained step, and every prompt is trained exactly once."""
     crash_rollout_in_step_2(crash_marker, monkeypatch)
     crash_marker.write_text("load_weights:2")
     run_dir = tmp_path / "async_process_crash"
     config = load_config(None, [
-        *small_overrides(run_dir, tiny_model_dir, steps=4), "loop=rl_async", *PROCESS,
+        *small_overrides(run_dir, sft_model_dir, steps=4), "loop=rl_async", *PROCESS,
         "async_rl.max_staleness=1", "async_rl.chunk_steps=2",
     ])
     get_loop("rl_async")(config, write=lambda _: None)

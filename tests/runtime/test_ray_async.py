@@ -10,10 +10,10 @@ from rlxf.loops import get_loop
 from tests.conftest import small_overrides
 
 
-def test_async_loop_with_the_producer_in_the_rollout_actor(ray_cluster, tmp_path, tiny_model_dir):
+def test_async_loop_with_the_producer_in_the_rollout_actor(ray_cluster, tmp_path, sft_model_dir):
     run_dir = tmp_path / "async_ray"
     config = load_config(None, [
-        *small_overrides(run_dir, tiny_model_dir, steps=3), "loop=rl_async", "runtime.kind=ray",
+        *small_overrides(run_dir, sft_model_dir, steps=3), "loop=rl_async", "runtime.kind=ray",
         "runtime.placement=disaggregated", "async_rl.max_staleness=1", "async_rl.chunk_steps=2",
         "runtime.weight_sync.checksum=true", "eval.every=2",
     ])
@@ -34,7 +34,7 @@ def test_async_loop_with_the_producer_in_the_rollout_actor(ray_cluster, tmp_path
     assert state["data_position"] == 12
 
 
-def test_async_loop_survives_a_killed_rollout_actor(ray_cluster, tmp_path, tiny_model_dir, crash_marker, monkeypatch):
+def test_async_loop_survives_a_killed_rollout_actor(ray_cluster, tmp_path, sft_model_dir, crash_marker, monkeypatch):
     """The rollout actor (and the producer inside it) dies on its 2nd weight load; Ray restarts it,
     a new producer starts from the last trained step, and every prompt is trained exactly once."""
     from tests.runtime.conftest import crash_rollout_in_step_2
@@ -43,7 +43,7 @@ def test_async_loop_survives_a_killed_rollout_actor(ray_cluster, tmp_path, tiny_
     crash_marker.write_text("load_weights:2")  # 1: the step-1 weights, 2: the step-2 weights
     run_dir = tmp_path / "async_crash"
     config = load_config(None, [
-        *small_overrides(run_dir, tiny_model_dir, steps=4), "loop=rl_async", "runtime.kind=ray",
+        *small_overrides(run_dir, sft_model_dir, steps=4), "loop=rl_async", "runtime.kind=ray",
         "runtime.placement=disaggregated", "async_rl.max_staleness=1", "async_rl.chunk_steps=2",
     ])
     get_loop("rl_async")(config, write=lambda _: None)

@@ -8,10 +8,10 @@ import pytest
 from tests.runtime.conftest import COMPARED, assert_same_run, crash_rollout_in_step_2, run_recipe
 
 
-def test_disaggregated_roles_survive_a_killed_rollout_actor(ray_cluster, tmp_path, tiny_model_dir, embedded_rows,
+def test_disaggregated_roles_survive_a_killed_rollout_actor(ray_cluster, tmp_path, sft_model_dir, embedded_rows,
                                                             crash_marker, monkeypatch):
     crash_rollout_in_step_2(crash_marker, monkeypatch)
-    rows = run_recipe(tmp_path, tiny_model_dir, "ray", "runtime.kind=ray", "runtime.placement=disaggregated",
+    rows = run_recipe(tmp_path, sft_model_dir, "ray", "runtime.kind=ray", "runtime.placement=disaggregated",
                       *COMPARED)
     assert not crash_marker.exists()  # the actor did die inside step 2's generate
     # Restarted, weights replayed, the same prompts re-issued with the same generator state: every
@@ -20,8 +20,8 @@ def test_disaggregated_roles_survive_a_killed_rollout_actor(ray_cluster, tmp_pat
 
 
 @pytest.mark.slow
-def test_colocated_roles_match_the_embedded_run(ray_cluster, tmp_path, tiny_model_dir, embedded_rows):
-    rows = run_recipe(tmp_path, tiny_model_dir, "colocated", "runtime.kind=ray", "runtime.placement=colocated",
+def test_colocated_roles_match_the_embedded_run(ray_cluster, tmp_path, sft_model_dir, embedded_rows):
+    rows = run_recipe(tmp_path, sft_model_dir, "colocated", "runtime.kind=ray", "runtime.placement=colocated",
                       *COMPARED, "algorithm.kl_coef=0.01")
     assert rows[-1]["samples"] == embedded_rows[-1]["samples"]
     assert "policy/kl" in rows[1]  # the reference role ran as an actor too

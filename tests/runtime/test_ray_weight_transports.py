@@ -10,8 +10,8 @@ from tests.runtime.conftest import COMPARED, assert_same_run, run_recipe
 
 
 @pytest.mark.parametrize("transport", ["collective", "shared_memory"])
-def test_two_ray_actors_sync_over_the_transport(ray_cluster, tmp_path, tiny_model_dir, embedded_rows, transport):
-    rows = run_recipe(tmp_path, tiny_model_dir, transport, "runtime.kind=ray", "runtime.placement=disaggregated",
+def test_two_ray_actors_sync_over_the_transport(ray_cluster, tmp_path, sft_model_dir, embedded_rows, transport):
+    rows = run_recipe(tmp_path, sft_model_dir, transport, "runtime.kind=ray", "runtime.placement=disaggregated",
                       f"runtime.weight_sync.transport={transport}", *COMPARED)
     assert_same_run(rows, embedded_rows)  # the weights each step generated with were the trainer's, exactly
     assert [r["weight_sync/version"] for r in rows[1:]] == [1.0, 2.0]

@@ -50,21 +50,21 @@ def metric_steps(run_dir) -> list[int]:
 
 
 @pytest.mark.parametrize("role", ["reward", pytest.param("reference", marks=pytest.mark.slow)])
-def test_a_stateless_role_is_restarted_and_the_run_finishes(tmp_path, tiny_model_dir, crash_marker, monkeypatch, role):
+def test_a_stateless_role_is_restarted_and_the_run_finishes(tmp_path, sft_model_dir, crash_marker, monkeypatch, role):
     crash_in(role, crash_marker, monkeypatch)
-    summary = run(tmp_path / role, tiny_model_dir, role)
+    summary = run(tmp_path / role, sft_model_dir, role)
     assert not crash_marker.exists()  # its process did die
     assert summary["steps"] == 3 and metric_steps(tmp_path / role) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("role", ["actor", pytest.param("critic", marks=pytest.mark.slow)])
-def test_a_trainer_role_death_is_named_and_the_run_resumes(tmp_path, tiny_model_dir, crash_marker, monkeypatch, role):
+def test_a_trainer_role_death_is_named_and_the_run_resumes(tmp_path, sft_model_dir, crash_marker, monkeypatch, role):
     run_dir = tmp_path / role
     crash_in(role, crash_marker, monkeypatch)
     with pytest.raises(RoleProcessDied, match=rf"role {role}: its process \(pid \d+\) died during update"):
-        run(run_dir, tiny_model_dir, role)
+        run(run_dir, sft_model_dir, role)
     assert not crash_marker.exists()
     assert ckpt.latest_valid_checkpoint(run_dir).name == "step_000001"  # step 1 intact, nothing of step 2
     monkeypatch.undo()
-    assert run(run_dir, tiny_model_dir, role, resume=True)["steps"] == 3
+    assert run(run_dir, sft_model_dir, role, resume=True)["steps"] == 3
     assert metric_steps(run_dir) == [0, 1, 2, 3]

@@ -95,8 +95,8 @@ def ray_run(tmp_path, model_dir, nodes: Nodes, name: str, *extra: str) -> list[d
     return rows
 
 
-def test_disaggregated_roles_spread_over_both_nodes(two_nodes, placed, tmp_path, tiny_model_dir, embedded_rows):
-    rows = ray_run(tmp_path, tiny_model_dir, two_nodes, "spread", "runtime.placement=disaggregated")
+def test_disaggregated_roles_spread_over_both_nodes(two_nodes, placed, tmp_path, sft_model_dir, embedded_rows):
+    rows = ray_run(tmp_path, sft_model_dir, two_nodes, "spread", "runtime.placement=disaggregated")
     # Five bundles of 0.25 CPU do not fit one 1-CPU node; SPREAD alternates them over the nodes, so the
     # roles of the default recipe (rollout, reward, actor) end up on both.
     assert placed["bundle_nodes"] == {two_nodes.head, two_nodes.worker}
@@ -104,19 +104,19 @@ def test_disaggregated_roles_spread_over_both_nodes(two_nodes, placed, tmp_path,
     assert_same_run(rows, embedded_rows)
 
 
-def test_colocated_roles_share_one_node(two_nodes, placed, tmp_path, tiny_model_dir, embedded_rows):
+def test_colocated_roles_share_one_node(two_nodes, placed, tmp_path, sft_model_dir, embedded_rows):
     # 0.2 CPU x 5 roles: the one bundle fits a 1-CPU node, and PACK keeps it on one.
-    rows = ray_run(tmp_path, tiny_model_dir, two_nodes, "pack", "runtime.placement=colocated",
+    rows = ray_run(tmp_path, sft_model_dir, two_nodes, "pack", "runtime.placement=colocated",
                    "runtime.cpus_per_role=0.2")
     assert len(set(role_nodes(placed).values())) == 1
     assert_same_run(rows, embedded_rows)
 
 
-def test_rollout_actor_killed_on_the_worker_node_is_survived(two_nodes, placed, tmp_path, tiny_model_dir,
+def test_rollout_actor_killed_on_the_worker_node_is_survived(two_nodes, placed, tmp_path, sft_model_dir,
                                                              embedded_rows, crash_marker, monkeypatch):
     pin_rollout_to(WORKER, monkeypatch)
     crash_rollout_in_step_2(crash_marker, monkeypatch)
-    rows = ray_run(tmp_path, tiny_model_dir, two_nodes, "kill", "runtime.placement=disaggregated")
+    rows = ray_run(tmp_path, sft_model_dir, two_nodes, "kill", "runtime.placement=disaggregated")
     assert not crash_marker.exists()  # the rollout process did SIGKILL itself inside step 2's generate
     assert placed["rollout"]["restarts"] == 1
     assert placed["rollout"]["node"] == two_nodes.worker  # restarted in its bundle, on the worker node

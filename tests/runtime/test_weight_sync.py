@@ -90,7 +90,8 @@ def test_sync_reports_version_and_checksum_matches(tiny_model, tokenizer):
     metrics = sync_weights(actor, rollout, 3, WeightSyncConfig(bucket_mb=0.05, checksum=True))
     assert rollout.version == 3 and metrics["weight_sync/version"] == 3
     assert metrics["weight_sync/checksum_ok"] == 1.0 and metrics["weight_sync/buckets"] > 1
-    assert metrics["time/weight_sync_seconds"] >= 0
+    sent = sum(t.numel() * t.element_size() for t in actor.state_dict().values())
+    assert metrics["weight_sync/megabytes"] == pytest.approx(sent / 2**20) and sent > 0  # every weight, once
 
 
 @pytest.mark.parametrize("dtype", [None, "bfloat16"])

@@ -172,9 +172,9 @@ def test_collective_catches_a_torn_bucket(tiny_model, tokenizer, monkeypatch):
 
 
 @pytest.mark.parametrize("transport", ["shared_memory", "collective"])
-def test_a_rollout_in_a_child_process_syncs_over_the_transport(tmp_path, tiny_model_dir, embedded_rows, transport):
+def test_a_rollout_in_a_child_process_syncs_over_the_transport(tmp_path, sft_model_dir, embedded_rows, transport):
     """runtime.kind=process: the trainer in this process, the engine in a child; the embedded run's numbers."""
-    rows = run_recipe(tmp_path, tiny_model_dir, transport, *PROCESS, f"runtime.weight_sync.transport={transport}",
+    rows = run_recipe(tmp_path, sft_model_dir, transport, *PROCESS, f"runtime.weight_sync.transport={transport}",
                       *COMPARED)
     assert_same_run(rows, embedded_rows)
 
@@ -193,20 +193,20 @@ def test_the_object_store_path_catches_a_dropped_and_a_partial_bucket():
         unpack_weights(partial)
 
 
-def test_a_restarted_rollout_process_gets_the_last_region_again(tmp_path, tiny_model_dir, embedded_rows, crash_marker,
+def test_a_restarted_rollout_process_gets_the_last_region_again(tmp_path, sft_model_dir, embedded_rows, crash_marker,
                                                                 monkeypatch):
     """The replayed receive re-reads the region, which still holds step 1's weights (stamps checked)."""
     crash_rollout_in_step_2(crash_marker, monkeypatch)  # SIGKILL inside step 2's generate
-    rows = run_recipe(tmp_path, tiny_model_dir, "shm_restart", *PROCESS, "runtime.weight_sync.transport=shared_memory",
+    rows = run_recipe(tmp_path, sft_model_dir, "shm_restart", *PROCESS, "runtime.weight_sync.transport=shared_memory",
                       *COMPARED)
     assert not crash_marker.exists()  # the child did die
     assert_same_run(rows, embedded_rows)
 
 
-def test_a_restarted_rollout_process_cannot_be_resent_weights_over_the_collective(tmp_path, tiny_model_dir,
+def test_a_restarted_rollout_process_cannot_be_resent_weights_over_the_collective(tmp_path, sft_model_dir,
                                                                                   crash_marker, monkeypatch):
     crash_rollout_in_step_2(crash_marker, monkeypatch)
     with pytest.raises(RoleProcessError, match="sync 1 is being replayed into a restarted rollout engine, but the "
                                                "collective transport cannot send those weights again"):
-        run_recipe(tmp_path, tiny_model_dir, "collective_restart", *PROCESS,
+        run_recipe(tmp_path, sft_model_dir, "collective_restart", *PROCESS,
                    "runtime.weight_sync.transport=collective")

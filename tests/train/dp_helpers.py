@@ -32,8 +32,9 @@ def token_loss(model, ids, mask, normaliser: LossNormaliser):
     return (per_token.view_as(mask) * mask).sum() / normaliser.num_tokens, {}
 
 
-def train_steps(engine, steps: range, rows: slice, counts) -> list[float]:
-    """Optimizer steps on ``rows`` of each step's data, micro-batches of MICRO rows."""
+def train_steps(engine, steps: range, rows: slice, counts) -> list[list[float]]:
+    """Optimizer steps on ``rows`` of each step's data, micro-batches of MICRO rows: [loss, grad norm]
+    of each step (the norm before clipping, so a gradient of the wrong size shows)."""
     losses = []
     for step in steps:
         ids, mask = dataset(step)
@@ -42,8 +43,16 @@ def train_steps(engine, steps: range, rows: slice, counts) -> list[float]:
         norm = LossNormaliser.from_counts(num_tokens, num_seqs, mask.shape[1])
         micros = [(ids[i: i + MICRO], mask[i: i + MICRO]) for i in range(0, len(ids), MICRO)]
         out = engine.optimizer_step(micros, lambda m, n=norm: token_loss(engine.model, m[0], m[1], n))
-        losses.append(out["loss"])
+        losses.append([out["loss"], out["grad_norm"]])
     return losses
+
+
+def losses(run: list[list[float]]) -> list[float]:
+    return [loss for loss, _ in run]
+
+
+def grad_norms(run: list[list[float]]) -> list[float]:
+    return [norm for _, norm in run]
 
 
 def local_counts(mask):
@@ -55,7 +64,7 @@ def write_json(path: Path, value) -> None:
     Path(path).write_text(json.dumps(value))
 
 
-def single(model_dir, steps, resume_from=None, save_to=None) -> list[float]:
+def single(model_dir, steps, resume_from=None, save_to=None) -> list[list[float]]:
     """The single-process engine on all ROWS (the reference); optionally resumes from / saves a checkpoint."""
     from rlxf.models.loading import load_causal_lm
     from rlxf.train.engine import TrainEngine
@@ -72,8 +81,8 @@ def single(model_dir, steps, resume_from=None, save_to=None) -> list[float]:
     return losses
 
 
-def spawn_jobs(tmp_path, model_dir, jobs: list[dict], world: int = 2) -> list[list[float]]:
-    """Runs ``jobs`` one after the other in one group of ``world`` gloo ranks; each job's losses.
+def spawn_jobs(tmp_path, model_dir, jobs: list[dict], world: int = 2) -> list[list[list[float]]]:
+    """Runs ``jobs`` one after the other in one group of ``world`` gloo ranks; each job's [loss, grad norm]s.
 
     A job: ``backend`` (a train_engine name), ``options`` (engine keywords), ``steps`` (start, stop),
     ``resume_from``/``save_to`` (checkpoint directories or None), ``load_full`` (resume the weights

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("deepspeed", reason="DeepSpeed is an optional extra: pip install -e '.[deepspeed]'")
 
-from tests.train.dp_helpers import single, spawn_jobs  # noqa: E402
+from tests.train.dp_helpers import losses, single, spawn_jobs  # noqa: E402
 
 TOL = 1e-5
 
@@ -19,9 +19,9 @@ def test_deepspeed_zero_matches_single_process_and_checkpoints_cross_over(tmp_pa
     # ZeRO-2 is the default: build_train_engine("deepspeed", model, cfg) without options.
     ds = {"backend": "deepspeed", "options": {} if stage == 2 else {"zero_stage": stage}}
     ckpts = {name: str(tmp_path / name) for name in ("single", "ds", "fsdp", "ds0")}
-    reference = single(tiny_model_dir, (0, 4))
+    reference = losses(single(tiny_model_dir, (0, 4)))
     single(tiny_model_dir, (0, 2), save_to=ckpts["single"])
-    fresh, from_single, fsdp_first, from_fsdp, fsdp_from_ds, _, from_step0 = spawn_jobs(tmp_path, tiny_model_dir, [
+    runs = spawn_jobs(tmp_path, tiny_model_dir, [
         # DeepSpeed trains 3 steps and saves (the single-process engine and FSDP2 resume from it).
         {**ds, "steps": (0, 3), "save_to": ckpts["ds"]},
         # DeepSpeed resumes the single-process checkpoint for steps 3 and 4, its weights loaded into the
@@ -37,9 +37,10 @@ def test_deepspeed_zero_matches_single_process_and_checkpoints_cross_over(tmp_pa
         {**ds, "steps": (0, 0), "save_to": ckpts["ds0"]},
         {**ds, "steps": (0, 2), "resume_from": ckpts["ds0"]},
     ])
+    fresh, from_single, fsdp_first, from_fsdp, fsdp_from_ds, _, from_step0 = map(losses, runs)
     assert fresh == pytest.approx(reference[:3], abs=TOL)
     assert reference[0] != pytest.approx(reference[2], abs=100 * TOL)  # it trains: losses move
-    assert single(tiny_model_dir, (3, 4), resume_from=ckpts["ds"]) == pytest.approx(reference[3:], abs=TOL)
+    assert losses(single(tiny_model_dir, (3, 4), resume_from=ckpts["ds"])) == pytest.approx(reference[3:], abs=TOL)
     assert from_single == pytest.approx(reference[2:], abs=TOL)
     assert fsdp_first == pytest.approx(reference[:2], abs=TOL)
     assert from_fsdp == pytest.approx(reference[2:], abs=TOL)

@@ -169,7 +169,8 @@ class RolloutProducer(threading.Thread):
             if self._load_due(gen):
                 rebuild |= self._load_pending(gen)
             admitted = []
-            while self._admissible(self.next_index):
+            # rows this cycle admits count as decoding: admit_below_rows bounds them too
+            while self._admissible(self.next_index, len(admitted) * self.prompts_per_step * self.params.n):
                 admitted.append(self.next_index)
                 self.next_index += 1
             if rebuild and not gen.paused:
@@ -202,12 +203,12 @@ class RolloutProducer(threading.Thread):
         held_up = self.rollout.version < self.next_index - 1 - self.max_staleness  # the bound stops admission
         return held_up or self._pending.version - self.rollout.version >= self.load_every
 
-    def _admissible(self, index: int) -> bool:
+    def _admissible(self, index: int, admitting_rows: int = 0) -> bool:
         if self._stopping.is_set() or index > self.taken + self.queue_size + 1:
             return False
         if not self.interruptible and self._pending is not None:
             return False  # drain the running rows so the weights can load
-        if self.admit_below_rows is not None and self._generation.unfinished_rows > self.admit_below_rows:
+        if self.admit_below_rows is not None and self._generation.unfinished_rows + admitting_rows > self.admit_below_rows:
             return False
         return self.rollout.version >= index - 1 - self.max_staleness
 

@@ -1,0 +1,70 @@
+"""Every recipe in recipes/, shrunk to one step on the tiny model (the learning claims are the slow runs
+of tests/test_recipes_slow.py, test_algorithms_slow.py, test_envs_slow.py): it loads, runs its loop, and
+logs the finite loss of a step and the metric of what sets it apart (its reward, environment, sampling
+or objective), so a recipe whose feature is disconnected or whose keys went stale fails here."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlxf.config import load_config
+from rlxf.loops import get_loop
+from tests.conftest import small_overrides
+
+RECIPES = Path(__file__).parents[2] / "recipes"
+SHRINK = ["sft.steps=2", "preference.steps=1", "preference.batch_size=4", "preference.micro_batch_size=4",
+          "data.eval_size=4", "eval.every=0", "checkpoint.every=0"]
+# recipe -> (extra overrides, the metric of its feature)
+RECIPE_CASES = {
+    "default.yaml": ([], "reward/correct"),
+    "dapo.yaml": ([], "sampling/rounds"),
+    # DPO scores every training pair under the reference up front: 2-digit sums keep that to ~1000 pairs
+    "dpo.yaml": (["data.task_args.digits=2"], "train/reward_margin"),
+    "grm.yaml": ([], "reward/malformed"),
+    "grpo_reward_model.yaml": ([], "reward/reward_model"),
+    "humaneval.yaml": (["rollout.max_new_tokens=16", "data.task_args={eval_problems: 4}",
+                        "data.long_prompts=drop", "train.prompts_per_step=2",
+                        "train.mini_batch_size=8"], "reward/pass_fraction"),
+    "online_dpo.yaml": ([], "train/tied_prompts"),
+    "reasoning_gym.yaml": (["rollout.max_new_tokens=16"], "reward/correct"),
+    "reward_model.yaml": (["data.task_args.digits=2"], "train/pair_accuracy"),
+    "sft.yaml": ([], "eval/accuracy"),
+    "tool_use.yaml": ([], "reward/turns"),
+}
+
+
+def test_every_recipe_has_a_case():
+    assert sorted(p.name for p in RECIPES.glob("*.yaml")) == sorted(RECIPE_CASES)
+
+
+def tiny_reward_model(folder: Path) -> str:
+    from transformers import LlamaForSequenceClassification
+
+    from rlxf.models.char_tokenizer import build_char_tokenizer
+    from rlxf.models.tiny import tiny_llama_config
+
+    tokenizer = build_char_tokenizer()
+    config = tiny_llama_config(len(tokenizer), hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64)
+    config.num_labels, config.pad_token_id = 1, tokenizer.pad_token_id
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+@pytest.mark.parametrize("recipe", sorted(RECIPE_CASES))
+def test_recipe_runs_a_step(tmp_path, tiny_model_dir, recipe):
+    extra, feature = RECIPE_CASES[recipe]
+    if recipe == "grpo_reward_model.yaml":
+        extra = [f"reward.kwargs.path={tiny_reward_model(tmp_path / 'rm')}"]
+    run_dir = tmp_path / "run"
+    config = load_config(RECIPES / recipe, [*small_overrides(run_dir, tiny_model_dir, steps=1), *SHRINK, *extra])
+    summary = get_loop(config.loop)(config, write=lambda _: None)
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    step = [r for r in rows if r["step"] == summary["steps"]][-1]
+    loss = step.get("policy/loss", step.get("train/loss"))
+    assert loss is not None and math.isfinite(loss), step
+    assert feature in step and math.isfinite(step[feature]), (feature, sorted(step))
