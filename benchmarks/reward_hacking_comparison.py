@@ -46,7 +46,11 @@ def sources(args) -> dict[str, list[str]]:
         "trained_judge": (args.judge, ["reward.function=judge", judge_reward(args.judge or "")]),
         "untrained_judge": (args.untrained_judge, ["reward.function=judge", judge_reward(args.untrained_judge or "")]),
     }
-    return {name: overrides for name, (available, overrides) in candidates.items() if available}
+    wanted = set(args.sources.split(",")) if args.sources else set(candidates)
+    unknown = wanted - set(candidates)
+    if unknown:
+        raise SystemExit(f"rlxf: --sources: unknown {sorted(unknown)}; known: {sorted(candidates)}")
+    return {name: overrides for name, (available, overrides) in candidates.items() if available and name in wanted}
 
 
 def true_sum(prompt: str) -> str:
@@ -75,6 +79,7 @@ def main() -> None:
     parser.add_argument("--untrained-judge")
     parser.add_argument("--reward-model")
     parser.add_argument("--start", help="a saved policy every source starts from (skips each run's SFT stage)")
+    parser.add_argument("--sources", help="comma-separated subset of the sources to run (default: all given)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--out", default="runs/hacking")
