@@ -110,3 +110,15 @@ def test_unknown_form_and_rationale_are_named():
         arithmetic_judge_task(seed=0, eval_size=10, form="listwise")
     with pytest.raises(ValueError, match="unknown rationale 'vibes'"):
         arithmetic_judge_task(seed=0, eval_size=10, rationale="vibes")
+
+
+def test_units_near_miss_changes_only_training_claims():
+    plain = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo")
+    near = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo", units_near_miss=0.5)
+    assert near.eval == plain.eval
+    changed = [r for r, p in zip(near.train, plain.train) if r != p]
+    assert 0.4 < len(changed) / len(near.train) < 0.6
+    for row in changed:
+        a, b = (int(x) for x in row["question"][:-1].split("+"))
+        off = int(row["claim"]) - (a + b)  # off by one or two (floored at 0 for the smallest sums)
+        assert row["label"] == 0 and (off in (-2, -1, 1, 2) or (row["claim"] == "0" and a + b in (1, 2)))

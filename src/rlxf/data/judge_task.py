@@ -162,6 +162,15 @@ def pairwise_rows(
     return rows
 
 
+def near_miss_rows(a: int, b: int, rng: random.Random, sloppy: bool, rationale_of) -> list[dict]:
+    claim = max(a + b + rng.choice([-2, -1, 1, 2]), 0)
+    claim = claim if claim != a + b else a + b + 1
+    rationale, believed = rationale_of(a, b, [claim], sloppy)
+    return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
+             "question": f"{a}+{b}=", "claim": str(claim), "label": 0,
+             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
+
+
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
 
 
@@ -173,8 +182,10 @@ def _operands(row: dict) -> tuple[int, int]:
 @TASKS.register("arithmetic_judge")
 def arithmetic_judge_task(
     seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
-    sloppy_teacher: float = 0.0, rationale: str = "columns",
+    sloppy_teacher: float = 0.0, rationale: str = "columns", units_near_miss: float = 0.0,
 ) -> TaskSplits:
+    """``units_near_miss=p``: a seeded fraction ``p`` of the pointwise training rows claim the true sum off by one
+    or two in the units digit (a judge trained on the default mix accepts those; the held-out rows are unchanged)."""
     if form not in JUDGE_FORMS:
         raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
     if rationale not in RATIONALES:
@@ -183,7 +194,7 @@ def arithmetic_judge_task(
         raise ValueError(f"arithmetic_judge task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
     problems = arithmetic_task(seed, eval_size, digits=digits, ops="+", b_digits=b_digits)
     make_rows = JUDGE_FORMS[form]
-    rng, teacher = random.Random(seed + 2), random.Random(seed + 3)
+    rng, teacher, near = random.Random(seed + 2), random.Random(seed + 3), random.Random(seed + 4)
 
     def rows(split: list[dict], train: bool) -> list[dict]:
         out = []
@@ -191,7 +202,10 @@ def arithmetic_judge_task(
             a, b = _operands(problem)
             carries = add_without_carry(a, b) != a + b
             sloppy = train and carries and teacher.random() < sloppy_teacher
-            out += make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])
+            made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])
+            if train and form == "pointwise" and near.random() < units_near_miss:
+                made = near_miss_rows(a, b, near, sloppy, RATIONALES[rationale])
+            out += made
         return out
 
     return TaskSplits(train=rows(problems.train, True), eval=rows(problems.eval, False))
