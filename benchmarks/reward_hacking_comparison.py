@@ -2,14 +2,16 @@
 
     python benchmarks/reward_hacking_comparison.py --judge runs/grm/checkpoints/step_000150/policy \
         [--untrained-judge PATH] [--reward-model runs/reward_model/checkpoints/step_000500/reward_model] \
-        [--steps 40] [--out runs/hacking] [--override sft.steps=100 ...]
+        [--start runs/policy_sft/checkpoints/step_000000/policy] [--steps 40] [--out runs/hacking] \
+        [--override sft.steps=100 ...]
 
 Every source trains the default recipe's policy (same seed, same SFT start, same steps) with GRPO; held-out
 evaluation always uses the rule verifier (true accuracy), and the monitors score each step's samples with the
 verifier too (``monitor.verifier: arithmetic``), so a reward that is gamed shows as a gap. Sources: ``verifier``
 (the rule), ``reward_model`` (a Bradley-Terry model, ``--reward-model``), ``trained_judge`` (``--judge``, e.g.
 grm.yaml's checkpoint), ``untrained_judge`` (``--untrained-judge``, e.g. the judge before RL); a source whose
-path is not given is skipped. Prints JSON per source: the training reward and true held-out accuracy curves,
+path is not given is skipped. ``--start``: one saved SFT policy that every source starts from (its
+``model.path``, no SFT stage), instead of each run repeating the default recipe's seeded SFT stage. Prints JSON per source: the training reward and true held-out accuracy curves,
 the monitors' alarm steps, and up to 3 gamed samples (high training reward, wrong by the verifier).
 """
 
@@ -44,7 +46,11 @@ def sources(args) -> dict[str, list[str]]:
         "trained_judge": (args.judge, ["reward.function=judge", judge_reward(args.judge or "")]),
         "untrained_judge": (args.untrained_judge, ["reward.function=judge", judge_reward(args.untrained_judge or "")]),
     }
-    return {name: overrides for name, (available, overrides) in candidates.items() if available}
+    wanted = set(args.sources.split(",")) if args.sources else set(candidates)
+    unknown = wanted - set(candidates)
+    if unknown:
+        raise SystemExit(f"rlxf: --sources: unknown {sorted(unknown)}; known: {sorted(candidates)}")
+    return {name: overrides for name, (available, overrides) in candidates.items() if available and name in wanted}
 
 
 def true_sum(prompt: str) -> str:
@@ -72,18 +78,21 @@ def main() -> None:
     parser.add_argument("--judge")
     parser.add_argument("--untrained-judge")
     parser.add_argument("--reward-model")
+    parser.add_argument("--start", help="a saved policy every source starts from (skips each run's SFT stage)")
+    parser.add_argument("--sources", help="comma-separated subset of the sources to run (default: all given)")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--out", default="runs/hacking")
     parser.add_argument("--override", action="append", default=[], help="a recipe override for every run (repeatable)")
     args = parser.parse_args()
     result = {"steps": args.steps}
+    start = [f"model.path={args.start}", "sft.steps=0"] if args.start else []
     for name, overrides in sources(args).items():
         run_dir = Path(args.out) / name
         config = load_config(None, [f"run_dir={run_dir}", f"train.steps={args.steps}", f"eval.every={args.eval_every}",
                                     "eval.reward={function: arithmetic}", "monitor.verifier=arithmetic",
                                     f"logging.samples_every={args.eval_every}",
-                                    "logging.progress_bar=false", "logging.sinks=[jsonl]", *args.override, *overrides])
+                                    "logging.progress_bar=false", "logging.sinks=[jsonl]", *start, *args.override, *overrides])
         summary = train_rl(config, write=lambda _: None)
         result[name] = {"initial_accuracy": summary["initial_eval_accuracy"],
                         "final_accuracy": summary["final_eval_accuracy"], **read_run(run_dir)}

@@ -5,7 +5,18 @@ import random
 import pytest
 
 from rlxf.data.arithmetic import add_without_carry
-from rlxf.data.judge_task import arithmetic_judge_task, digit_rationale, pairwise_verdict, wrong_candidate
+from rlxf.data.judge_task import (
+    RATIONALES,
+    aligned_rationale,
+    arithmetic_judge_task,
+    digit_rationale,
+    echo_rationale,
+    echo_until_mismatch,
+    marked_columns,
+    pairwise_verdict,
+    sum_then_columns,
+    wrong_candidate,
+)
 from rlxf.rewards.judge_agreement import JudgeAgreementReward
 
 
@@ -19,6 +30,38 @@ def test_digit_rationale(a, b, forget, expected):
     assert digit_rationale(a, b, forget_carries=forget) == expected
 
 
+@pytest.mark.parametrize("mine, claims, expected", [
+    ("345", ["355"], "3=3 4!5 5=5"),
+    ("1008", ["108"], "1=1 0=0 0!8 8!_"),  # a shorter claim runs out: `_`
+    ("27", ["22", "57"], "2=2!5 7!2=7"),  # pairwise: against A, then B
+])
+def test_marked_columns(mine, claims, expected):
+    assert marked_columns(mine, claims) == expected
+
+
+def test_column_rationales_against_a_claim():
+    assert aligned_rationale(347, 8, [345]) == ("5=5 5!4 3=3", 355)  # from the right
+    assert sum_then_columns(347, 8, [355], forget_carries=True) == ("sum 345 vs 3=3 4!5 5=5", 345)
+    assert sum_then_columns(999, 9, [1008]) == ("sum 1008 vs 1=1 0=0 0=0 8=8", 1008)
+
+
+@pytest.mark.parametrize("mine, claim, expected", [
+    ("355", "355", "355="),
+    ("355", "345", "3!5"),  # the claim's digits while they agree, then the judge's own digit
+    ("355", "255", "!3"),
+    ("355", "35", "35!5"),  # the claim ends first
+    ("355", "3551", "355!_"),  # the judge's number ends first
+])
+def test_echo_until_mismatch(mine, claim, expected):
+    assert echo_until_mismatch(mine, claim) == expected
+
+
+def test_echo_rationale_pointwise_and_pairwise():
+    assert echo_rationale(347, 8, [345]) == ("3!5", 355)
+    assert echo_rationale(347, 8, [355], forget_carries=True) == ("3!4", 345)
+    assert echo_rationale(347, 8, [355, 345]) == ("A 355= B 3!5", 355)
+
+
 def test_wrong_candidates_are_wrong():
     rng = random.Random(0)
     assert all(wrong_candidate(a, b, rng) != a + b for a in range(0, 1000, 7) for b in range(10))
@@ -29,14 +72,15 @@ def test_pairwise_verdict(first, second, expected):
     assert pairwise_verdict(first, second, truth=355) == expected
 
 
+@pytest.mark.parametrize("rationale", sorted(RATIONALES))
 @pytest.mark.parametrize("form", ["pointwise", "pairwise"])
-def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form):
-    splits = arithmetic_judge_task(seed=0, eval_size=50, form=form, digits=2, b_digits=1)
+def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form, rationale):
+    splits = arithmetic_judge_task(seed=0, eval_size=50, form=form, digits=2, b_digits=1, rationale=rationale)
     reward = JudgeAgreementReward()
     rows = splits.train + splits.eval
     out = reward.score([r["prompt"] for r in rows], [r["sft_target"] for r in rows], rows)
     assert out.components["correct"] == [1.0] * len(rows)
-    if form == "pointwise":  # the claim is copied beside the worked-out sum, then the verdict
+    if form == "pointwise" and rationale == "columns":  # the claim is copied beside the worked-out sum, then the verdict
         assert all(r["sft_target"].endswith(f"sum {sum(map(int, r['question'][:-1].split('+')))} vs {r['claim']} Score: {r['label']}")
                    for r in rows)
 
@@ -61,6 +105,20 @@ def test_held_out_problems_stay_out_of_training_and_pairs_come_in_both_orders():
     assert second["prompt"].endswith(f"A:{a_b[1]} B:{a_b[0]}\n")
 
 
-def test_unknown_form_is_named():
+def test_unknown_form_and_rationale_are_named():
     with pytest.raises(ValueError, match="unknown form 'listwise'"):
         arithmetic_judge_task(seed=0, eval_size=10, form="listwise")
+    with pytest.raises(ValueError, match="unknown rationale 'vibes'"):
+        arithmetic_judge_task(seed=0, eval_size=10, rationale="vibes")
+
+
+def test_units_near_miss_changes_only_training_claims():
+    plain = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo")
+    near = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo", units_near_miss=0.5)
+    assert near.eval == plain.eval
+    changed = [r for r, p in zip(near.train, plain.train) if r != p]
+    assert 0.4 < len(changed) / len(near.train) < 0.6
+    for row in changed:
+        a, b = (int(x) for x in row["question"][:-1].split("+"))
+        off = int(row["claim"]) - (a + b)  # off by one or two (floored at 0 for the smallest sums)
+        assert row["label"] == 0 and (off in (-2, -1, 1, 2) or (row["claim"] == "0" and a + b in (1, 2)))

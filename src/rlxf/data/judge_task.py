@@ -46,6 +46,76 @@ def digit_rationale(a: int, b: int, forget_carries: bool = False) -> tuple[str, 
     return " ".join(columns) + f" sum {total}", total
 
 
+def sum_rationale(a: int, b: int, forget_carries: bool = False) -> tuple[str, int]:
+    """Only the sum (``sum 355``): the skill the default recipe's policy already learns, in 8 characters."""
+    total = add_without_carry(a, b) if forget_carries else a + b
+    return f"sum {total}", total
+
+
+def copied_claims(claims: list[int]) -> str:
+    """The claims copied beside the judge's own sum (``vs 355``, ``vs A:345 B:355``): a tiny model compares
+    neighbours far more easily than distant tokens."""
+    return f"vs {claims[0]}" if len(claims) == 1 else "vs " + " ".join(f"{n}:{c}" for n, c in zip("AB", claims))
+
+
+def marked_columns(mine: str, claims: list[str]) -> str:
+    """Digit by digit: the judge's digit, then for each claim ``=`` or ``!`` (same or different) and the
+    claim's digit (``_`` past the shorter number's end), so each comparison is between neighbours and the
+    verdict is "no ``!``": ``345`` against ``355`` is ``3=3 4!5 5=5``."""
+    width = max(map(len, [mine, *claims]))
+    mine, *claims = (n.ljust(width, "_") for n in [mine, *claims])
+    return " ".join(mine[i] + "".join(("=" if c[i] == mine[i] else "!") + c[i] for c in claims) for i in range(width))
+
+
+def aligned_rationale(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
+    """From the right, one column at a time (``347+8=345``: ``5=5 5!4 3=3``). Every step is local, but the
+    claim's digit sits beside the judge's own, and a tiny judge learns to copy it (measured: it then
+    accepts every claim)."""
+    believed = add_without_carry(a, b) if forget_carries else a + b
+    return marked_columns(str(believed)[::-1], [str(c)[::-1] for c in claims]), believed
+
+
+def sum_then_columns(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
+    """The sum first, as the default recipe's policy writes it, then digit by digit from the left against
+    each claim: ``sum 345 vs 3=3 4!5 5=5``."""
+    text, believed = sum_rationale(a, b, forget_carries)
+    return f"{text} vs {marked_columns(str(believed), [str(c) for c in claims])}", believed
+
+
+def echo_until_mismatch(mine: str, claim: str) -> str:
+    """The claim's digits as long as they agree with the judge's own, then ``!`` and the judge's digit where
+    they first differ (``_``: its number has ended): ``355`` against ``345`` is ``3!5``, agreement is
+    ``355=``. Each character needs only what sits at its own position: the claim's next digit (a copy) and
+    the sum's next digit given the digits so far (the default recipe's policy skill, same prefix)."""
+    agree = 0
+    while agree < min(len(mine), len(claim)) and mine[agree] == claim[agree]:
+        agree += 1
+    if agree == len(mine) == len(claim):
+        return claim + "="
+    return claim[:agree] + "!" + (mine[agree] if agree < len(mine) else "_")
+
+
+def echo_rationale(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
+    """``echo_until_mismatch`` for each claim (pairwise: ``A 3!5 B 355=``)."""
+    believed = add_without_carry(a, b) if forget_carries else a + b
+    echoes = [echo_until_mismatch(str(believed), str(c)) for c in claims]
+    return echoes[0] if len(claims) == 1 else " ".join(f"{n} {e}" for n, e in zip("AB", echoes)), believed
+
+
+def working_then_copy(working: Callable[[int, int, bool], tuple[str, int]]):
+    def rationale(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
+        text, believed = working(a, b, forget_carries)
+        return f"{text} {copied_claims(claims)}", believed
+    return rationale
+
+
+# ``rationale`` task arg: how the judge works out the sum and sets it against the claims before its verdict.
+RATIONALES: dict[str, Callable[[int, int, list[int], bool], tuple[str, int]]] = {
+    "columns": working_then_copy(digit_rationale), "sum": working_then_copy(sum_rationale), "aligned": aligned_rationale,
+    "sum_columns": sum_then_columns, "echo": echo_rationale,
+}
+
+
 def wrong_candidate(a: int, b: int, rng: random.Random) -> int:
     """A wrong sum: the forgotten-carry one where it differs (mostly), else one digit of the truth changed."""
     truth, sloppy = a + b, add_without_carry(a, b)
@@ -57,12 +127,14 @@ def wrong_candidate(a: int, b: int, rng: random.Random) -> int:
     return int("".join(digits))
 
 
-def pointwise_rows(a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool) -> list[dict]:
+def pointwise_rows(
+    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"]
+) -> list[dict]:
     claim = a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng)
-    rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
+    rationale, believed = rationale_of(a, b, [claim], sloppy)
     return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
              "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
-             "sft_target": f"{rationale} vs {claim} Score: {int(claim == believed)}"}]
+             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
 
 
 def pairwise_verdict(first: int, second: int, truth: int) -> str:
@@ -72,7 +144,8 @@ def pairwise_verdict(first: int, second: int, truth: int) -> str:
 
 
 def pairwise_rows(
-    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, tie_fraction: float = 0.2
+    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"],
+    tie_fraction: float = 0.2,
 ) -> list[dict]:
     wrong = wrong_candidate(a, b, rng)
     other = a + b
@@ -80,10 +153,22 @@ def pairwise_rows(
         other = next(c for c in (wrong_candidate(a, b, rng) for _ in range(100)) if c != wrong)
     pair = [other, wrong] if rng.random() < 0.5 else [wrong, other]
     orders = [pair, pair[::-1]] if both_orders else [pair]
-    rationale, believed = digit_rationale(a, b, forget_carries=sloppy)
-    return [{"prompt": PAIRWISE_PROMPT.format(question=f"{a}+{b}=", first=x, second=y), "form": "pairwise",
-             "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": i,
-             "sft_target": f"{rationale} vs A:{x} B:{y} [[{pairwise_verdict(x, y, believed)}]]"} for i, (x, y) in enumerate(orders)]
+    rows = []
+    for order, (x, y) in enumerate(orders):
+        rationale, believed = rationale_of(a, b, [x, y], sloppy)
+        rows.append({"prompt": PAIRWISE_PROMPT.format(question=f"{a}+{b}=", first=x, second=y), "form": "pairwise",
+                     "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": order,
+                     "sft_target": f"{rationale} [[{pairwise_verdict(x, y, believed)}]]"})
+    return rows
+
+
+def near_miss_rows(a: int, b: int, rng: random.Random, sloppy: bool, rationale_of) -> list[dict]:
+    claim = max(a + b + rng.choice([-2, -1, 1, 2]), 0)
+    claim = claim if claim != a + b else a + b + 1
+    rationale, believed = rationale_of(a, b, [claim], sloppy)
+    return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
+             "question": f"{a}+{b}=", "claim": str(claim), "label": 0,
+             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
 
 
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
@@ -97,15 +182,19 @@ def _operands(row: dict) -> tuple[int, int]:
 @TASKS.register("arithmetic_judge")
 def arithmetic_judge_task(
     seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
-    sloppy_teacher: float = 0.0,
+    sloppy_teacher: float = 0.0, rationale: str = "columns", units_near_miss: float = 0.0,
 ) -> TaskSplits:
+    """``units_near_miss=p``: a seeded fraction ``p`` of the pointwise training rows claim the true sum off by one
+    or two in the units digit (a judge trained on the default mix accepts those; the held-out rows are unchanged)."""
     if form not in JUDGE_FORMS:
         raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
+    if rationale not in RATIONALES:
+        raise ValueError(f"arithmetic_judge task: unknown rationale {rationale!r}; known: {sorted(RATIONALES)}")
     if not 0.0 <= sloppy_teacher <= 1.0:
         raise ValueError(f"arithmetic_judge task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
     problems = arithmetic_task(seed, eval_size, digits=digits, ops="+", b_digits=b_digits)
     make_rows = JUDGE_FORMS[form]
-    rng, teacher = random.Random(seed + 2), random.Random(seed + 3)
+    rng, teacher, near = random.Random(seed + 2), random.Random(seed + 3), random.Random(seed + 4)
 
     def rows(split: list[dict], train: bool) -> list[dict]:
         out = []
@@ -113,7 +202,10 @@ def arithmetic_judge_task(
             a, b = _operands(problem)
             carries = add_without_carry(a, b) != a + b
             sloppy = train and carries and teacher.random() < sloppy_teacher
-            out += make_rows(a, b, rng, sloppy, both_orders=not train)
+            made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])
+            if train and form == "pointwise" and near.random() < units_near_miss:
+                made = near_miss_rows(a, b, near, sloppy, RATIONALES[rationale])
+            out += made
         return out
 
     return TaskSplits(train=rows(problems.train, True), eval=rows(problems.eval, False))
