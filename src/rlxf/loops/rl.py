@@ -34,12 +34,17 @@ from rlxf.loops.rl_session import RLSession, start_session
 from rlxf.loops.run_state import RunState
 from rlxf.loops.summary import write_summary
 from rlxf.rewards.monitors import build_monitor
+from rlxf.runtime.heap import release_freed_memory
 from rlxf.runtime.weight_sync import sync_weights
 from rlxf.tracking.reduce import reduce_metrics
 
 
 class StageTimer:
-    """``with timer("generation"): ...`` adds ``time/generation`` (seconds) to this step's metrics."""
+    """``with timer("generation"): ...`` adds ``time/generation`` (seconds) to this step's metrics.
+
+    Each stage ends by giving the heap it freed back to the OS (runtime/heap.py): what one stage frees
+    (KV caches, activations, weight buckets) would otherwise stay in the process's RSS through the next
+    one. It costs well under a millisecond a stage and changes no number."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -48,6 +53,7 @@ class StageTimer:
     def __call__(self, stage: str):
         start = time.perf_counter()
         yield
+        release_freed_memory()
         self.seconds[f"time/{stage}"] = self.seconds.get(f"time/{stage}", 0.0) + time.perf_counter() - start
 
 
