@@ -29,11 +29,8 @@ from pathlib import Path
 from common import emit
 
 CHILD = """
-import json, os, resource, sys, time
+import json, resource, sys, time
 import torch
-if os.environ.get("BENCH_NO_TRIM"):  # the --no-trim arms: glibc keeps freed heap between stages
-    import rlxf.loops.rl
-    rlxf.loops.rl.release_freed_memory = lambda: False
 from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
 torch.set_num_threads(1)
@@ -58,8 +55,8 @@ SIZES = {
 }
 
 
-def child(overrides: list[str], trim: bool = True) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", **({} if trim else {"BENCH_NO_TRIM": "1"})}
+def child(overrides: list[str]) -> dict:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", CHILD, "threads=1", *overrides], capture_output=True, text=True,
                           env=env, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
@@ -79,10 +76,10 @@ def sft_policy(out: Path) -> Path:
 
 
 def run(name: str, steps: int, out: Path, start: Path) -> dict:
-    arm, trim = name.removesuffix("-no-trim"), not name.endswith("-no-trim")
+    arm, trim = name.removesuffix("-no-trim"), not name.endswith("-no-trim")  # --no-trim-arms
     result = child([f"run_dir={out / name}", f"model.path={start}", "sft.steps=0", f"train.steps={steps}",
                     f"eval.every={steps}", f"checkpoint.every={steps}", "logging.progress_bar=false",
-                    "logging.sinks=[jsonl]", *RUNS[arm]], trim)
+                    "logging.sinks=[jsonl]", *RUNS[arm], f"runtime.trim_memory={str(trim).lower()}"])
     return {
         "initial_eval_accuracy": result["initial_eval_accuracy"], "final_eval_accuracy": result["final_eval_accuracy"],
         "gain": round(result["final_eval_accuracy"] - result["initial_eval_accuracy"], 3),
@@ -127,7 +124,7 @@ def main() -> None:
     parser.add_argument("--out", default="runs/bench-lora")
     parser.add_argument("--no-crossover", action="store_true")
     parser.add_argument("--no-trim-arms", action="store_true",
-                        help="also run each arm with malloc_trim between stages off (runtime/heap.py)")
+                        help="also run each arm with runtime.trim_memory=false (glibc keeps freed heap)")
     args = parser.parse_args()
     out = Path(args.out)
     start = sft_policy(out)

@@ -3,8 +3,6 @@
 import json
 import platform
 
-import torch
-
 import rlxf.loops.rl as rl_loop
 from rlxf.config import load_config
 from rlxf.loops.rl import StageTimer, train_rl
@@ -15,9 +13,13 @@ from tests.conftest import small_overrides
 def test_release_returns_freed_pages_on_glibc(monkeypatch):
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return  # the no-op case is the next test
-    blocks = [torch.ones(256, 1024) for _ in range(64)]  # 64 MiB in 1 MiB tensors, then freed
+    # 32 MiB in 32 KiB blocks (below the mmap threshold: on the heap), pinned by a block above them,
+    # so free() cannot shrink the heap's top itself: only malloc_trim gives these pages back
+    blocks = [bytearray(32 * 1024) for _ in range(1024)]
+    pin = bytearray(32 * 1024)
     del blocks
     assert heap.release_freed_memory() is True
+    del pin
 
 
 def test_release_is_a_no_op_without_glibc(monkeypatch):
@@ -44,6 +46,9 @@ def test_each_timed_stage_ends_with_one_release(monkeypatch):
         with timer(stage):
             pass
     assert len(calls) == 4 and sorted(timer.seconds) == ["time/generation", "time/train", "time/weight_sync"]
+    with StageTimer(trim=False)("generation"):  # runtime.trim_memory: false
+        pass
+    assert len(calls) == 4
 
 
 def test_rl_loop_releases_after_every_stage_of_every_step(monkeypatch, tmp_path, tiny_model_dir):
@@ -59,3 +64,7 @@ def test_rl_loop_releases_after_every_stage_of_every_step(monkeypatch, tmp_path,
     assert [len(s) for s in stages] == [7, 8]  # step 2 adds the held-out evaluation
     assert {"time/generation", "time/train", "time/weight_sync", "time/checkpoint"} <= set(stages[0])
     assert "time/eval" in stages[1] and len(calls) == 15
+    calls.clear()
+    train_rl(load_config(None, [*small_overrides(tmp_path / "off", tiny_model_dir, steps=1), "runtime.trim_memory=false"]),
+             write=lambda _: None)
+    assert calls == []
