@@ -76,9 +76,10 @@ def sft_policy(out: Path) -> Path:
 
 
 def run(name: str, steps: int, out: Path, start: Path) -> dict:
+    arm, trim = name.removesuffix("-no-trim"), not name.endswith("-no-trim")  # --no-trim-arms
     result = child([f"run_dir={out / name}", f"model.path={start}", "sft.steps=0", f"train.steps={steps}",
                     f"eval.every={steps}", f"checkpoint.every={steps}", "logging.progress_bar=false",
-                    "logging.sinks=[jsonl]", *RUNS[name]])
+                    "logging.sinks=[jsonl]", *RUNS[arm], f"runtime.trim_memory={str(trim).lower()}"])
     return {
         "initial_eval_accuracy": result["initial_eval_accuracy"], "final_eval_accuracy": result["final_eval_accuracy"],
         "gain": round(result["final_eval_accuracy"] - result["initial_eval_accuracy"], 3),
@@ -122,14 +123,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="runs/bench-lora")
     parser.add_argument("--no-crossover", action="store_true")
+    parser.add_argument("--no-trim-arms", action="store_true",
+                        help="also run each arm with runtime.trim_memory=false (glibc keeps freed heap)")
     args = parser.parse_args()
     out = Path(args.out)
     start = sft_policy(out)
-    runs: dict[str, list[dict]] = {name: [] for name in RUNS}
+    names = [*RUNS, *([f"{name}-no-trim" for name in RUNS] if args.no_trim_arms else [])]
+    runs: dict[str, list[dict]] = {name: [] for name in names}
     for repeat in range(args.repeats):  # interleaved: background load hits both arms alike
-        for name in RUNS:
+        for name in names:
             runs[name].append(run(name, args.steps, out / f"r{repeat}", start))
-    arms = {name: {"overrides": RUNS[name], "runs": results,
+    arms = {name: {"overrides": RUNS[name.removesuffix("-no-trim")], "runs": results,
                    "median_peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in results),
                    "median_gain": statistics.median(r["gain"] for r in results)} for name, results in runs.items()}
     full, lora = arms["full"], arms["lora"]

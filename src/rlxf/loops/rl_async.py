@@ -86,7 +86,7 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     progress = session.progress_bar()
     try:
         for step in range(state.step + 1, tcfg.steps + 1):
-            timer, metrics, step_start = StageTimer(), {}, time.perf_counter()
+            timer, metrics, step_start = StageTimer(config.runtime.trim_memory), {}, time.perf_counter()
             with timer("wait_for_rollout"):
                 item = producer.get()
             assert item.index == step, (item.index, step)
