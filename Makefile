@@ -38,3 +38,10 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) runs
+
+# Mutation check of the core numeric code (tools/mutation_check.py; docs/testing.md): every mutant of
+# algos/, train/micro_batches.py, train/ppo_batches.py and loops/rl.py against its fast tests. Tens of
+# minutes in full; MUTATION_ARGS="--modules 'algos/kl.py' --sample 20" runs a part.
+.PHONY: mutation
+mutation: $(STAMP)
+	nice -n 5 $(BIN)/python tools/mutation_check.py $(MUTATION_ARGS)
