@@ -32,6 +32,7 @@ class Outcome:
     status: str  # "killed", "survived", "timeout" or "error" (the unmutated tests failed / none ran)
     seconds: float
     exit_code: int | None
+    failed: str | None = None  # the first failing test (pytest's "FAILED ..." / "ERROR ..." line)
 
 
 class ScratchTree:
@@ -79,6 +80,18 @@ def _status(code: int | None, timed_out: bool) -> str:
     return {0: "survived", 5: "error", 4: "error"}.get(code, "killed")
 
 
+def first_failure(log: Path) -> str | None:
+    """The first test pytest's short summary names as failed (or errored), without its message."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" - ")[0].split(" ", 1)[1]
+    return None
+
+
 class TestRunner:
     """Runs ``tests`` (pytest arguments) against the scratch tree; one call per mutant."""
 
@@ -90,12 +103,15 @@ class TestRunner:
 
     def run(self, tests: list[str], timeout: float, log_name: str = "run") -> Outcome:
         start = time.perf_counter()
-        log = self.log_dir / f"{log_name}.log" if self.log_dir else Path(os.devnull)
+        log = (self.log_dir or self.tree.tmp) / f"{log_name}.log"
         if self.fork:
             code, timed_out = self._run_forked(tests, timeout, log)
         else:
             code, timed_out = self._run_subprocess(tests, timeout, log)
-        return Outcome(_status(code, timed_out), time.perf_counter() - start, code)
+        failed = first_failure(log)
+        if self.log_dir is None:
+            log.unlink(missing_ok=True)
+        return Outcome(_status(code, timed_out), time.perf_counter() - start, code, failed)
 
     def _run_subprocess(self, tests: list[str], timeout: float, log: Path) -> tuple[int | None, bool]:
         with open(log, "wb") as out:
@@ -113,6 +129,7 @@ class TestRunner:
         if pid == 0:  # the child: never returns
             code = 3
             try:
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 os.setsid()
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fd, 1)

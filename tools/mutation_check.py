@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import random
+import signal
 import sys
 import time
 from collections import Counter
@@ -147,7 +148,7 @@ def run_stages(runner: TestRunner, stages: Stages, limits: list[float], log_name
         seconds += outcome.seconds
         if outcome.status != "survived":
             break
-    return Outcome(outcome.status, seconds, outcome.exit_code)
+    return Outcome(outcome.status, seconds, outcome.exit_code, outcome.failed)
 
 
 def run_module(runner: TestRunner, tree: ScratchTree, path: str, stages: Stages, mutants: list[Mutant],
@@ -164,6 +165,7 @@ def run_module(runner: TestRunner, tree: ScratchTree, path: str, stages: Stages,
             results.append({"module": path, "line": mutant.line, "function": mutant.function,
                             "operator": mutant.operator, "mutation": mutant.description, "key": mutant.key,
                             "status": status, "seconds": round(outcome.seconds, 2), "exit_code": outcome.exit_code,
+                            "killed_by": outcome.failed if status in ("killed", "timeout") else None,
                             "reason": equivalents.get(mutant.key)})
             log(f"[{i}/{len(mutants)}] {status:10s} {path}:{mutant.line} {mutant.operator:16s} "
                 f"{mutant.description} ({outcome.seconds:.1f}s)")
@@ -213,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_fork:
         os.environ.setdefault("OMP_NUM_THREADS", "1")  # no OpenMP pool in the parent: children fork cleanly
         preload([m for m in args.preload.split(",") if m])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still removes its scratch copy
     tree = ScratchTree(root)
     package = modules[0][0].split("/")[0].removesuffix(".py")
     runner = TestRunner(tree, package, fork=not args.no_fork, log_dir=log_dir)

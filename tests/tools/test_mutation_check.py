@@ -67,6 +67,7 @@ def test_killed_survivor_and_equivalent_on_a_toy_package(tmp_path):
     report = json.loads((tmp_path / "first" / "report.json").read_text())
     outcomes = {r["mutation"]: r["status"] for r in report["mutants"]}
     assert outcomes == {"abs(x * x) -> x * x": "survived", "x * x -> x / x": "killed", "x * x -> x": "killed"}
+    assert {r["killed_by"] and r["killed_by"].rsplit("/", 1)[-1] for r in report["mutants"]} == {None, "test_toy.py::test_square"}
     assert report["modules"]["toy/calc.py"] == {"mutants": 3, "killed": 2, "timeout": 0, "survived": 1,
                                                  "equivalent": 0, "error": 0}
     assert (tmp_path / "first" / "survivors.txt").read_text().startswith("toy/calc.py | square | abs(x * x) -> x * x")
