@@ -39,9 +39,10 @@ MICRO_TESTS = [["tests/train/test_micro_batches.py", "tests/runtime/test_dp_spli
                 "tests/train/test_metric_reduction.py"], ["tests/core/test_policy_update.py"]]
 PPO_TESTS = [["tests/train/test_dr_grpo_budget.py", "tests/runtime/test_dp_split.py"],
              ["tests/core/test_policy_update.py"]]
-# The SIGKILL-resume test (about 90 s) is left out: it checks the checkpoint, not the step's numbers.
-RL_TESTS = [["tests/core/test_loop.py", "tests/loops/test_rl_stages.py",
-             "--deselect=tests/core/test_loop.py::test_resume_after_sigkill_matches_an_uninterrupted_run"]]
+# The SIGKILL-resume test (about 90 s) runs last, on its own: only the mutants the rest let through pay for it.
+SIGKILL_RESUME = "tests/core/test_loop.py::test_resume_after_sigkill_matches_an_uninterrupted_run"
+RL_TESTS = [["tests/core/test_loop.py", "tests/loops/test_rl_stages.py", f"--deselect={SIGKILL_RESUME}"],
+            [SIGKILL_RESUME]]
 # A module's own test files run first, as a stage of their own (plus any tests/**/test_mutants_<stem>.py).
 OWN_TESTS = {
     "advantages": ["tests/algos/test_advantages.py"], "aggregation": ["tests/algos/test_aggregation.py"],

@@ -2,6 +2,7 @@
 run, what lands in the batch and in the metrics. Cases the mutation check (tools/mutation_check.py)
 found unasserted by the end-to-end loop tests."""
 
+import json
 import math
 from types import SimpleNamespace
 
@@ -154,3 +155,15 @@ def test_a_failed_step_saves_the_run_at_the_previous_step_even_between_checkpoin
         train_rl(config, write=lambda _: None)
     # no checkpoint was due after step 1 (every=0: the start and the end), but it is saved for --resume
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000000", "step_000001"]
+
+
+def test_each_checkpoint_holds_that_steps_data_position_and_generators(tmp_path, tiny_model_dir):
+    # what --resume restores; the SIGKILL-resume test checks the same end to end, but its subprocesses
+    # import rlxf from PYTHONPATH=cwd, so under the mutation check (or the shared venv of a worktree)
+    # they run another copy of the code
+    run_dir = tmp_path / "run"
+    train_rl(load_config(None, small_overrides(run_dir, tiny_model_dir, steps=2)), write=lambda _: None)
+    states = [json.loads((run_dir / "checkpoints" / f"step_00000{i}" / "state.json").read_text()) for i in (1, 2)]
+    assert [s["data_position"] for s in states] == [4, 8]  # train.prompts_per_step=4
+    assert states[0]["sample_rng"] != states[1]["sample_rng"]
+    assert states[0]["shuffle_rng"] != states[1]["shuffle_rng"]
