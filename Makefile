@@ -60,7 +60,14 @@ test-vllm: $(VLLM_STAMP)
 	  $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider -m vllm $(VLLM_TESTS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 
 clean:
 	rm -rf $(VENV) $(VLLM_VENV) runs
+
+# Mutation check of the core numeric code (tools/mutation_check.py; docs/testing.md): every mutant of
+# algos/, train/micro_batches.py, train/ppo_batches.py and loops/rl.py against its fast tests. Tens of
+# minutes in full; MUTATION_ARGS="--modules 'algos/kl.py' --sample 20" runs a part.
+.PHONY: mutation
+mutation: $(STAMP)
+	nice -n 5 $(BIN)/python tools/mutation_check.py $(MUTATION_ARGS)
