@@ -221,8 +221,11 @@ def other_commands(first_words: tuple[str, ...]) -> list[tuple[Block, list[str]]
 
 @pytest.mark.parametrize(("block", "words"), other_commands(("make",)), ids=str)
 def test_make_target_exists(block, words):
-    targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.M)
-    assert set(words[1:]) <= set(targets), f"{block}: make {' '.join(words[1:])}"
+    makefile = (ROOT / "Makefile").read_text()
+    targets = re.findall(r"^([\w-]+):", makefile, re.M)
+    variables = [w.split("=", 1)[0] for w in words[1:] if "=" in w]  # make VAR=value: a variable the Makefile reads
+    assert set(w for w in words[1:] if "=" not in w) <= set(targets), f"{block}: make {' '.join(words[1:])}"
+    assert all(f"$({v})" in makefile for v in variables), f"{block}: a variable the Makefile does not read"
 
 
 @pytest.mark.parametrize(("block", "words"), other_commands(("pip", ".venv/bin/pip")), ids=str)

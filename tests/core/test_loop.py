@@ -87,7 +87,8 @@ def fails_second_time(prompts, responses, metadata):
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, sft_model_dir):
     steps = 6
     whole_dir, killed_dir = tmp_path / "whole", tmp_path / "killed"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
+    # Prepend, not replace: the runs must import the rlxf under test (a worktree's or the mutation check's copy)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
     base = [sys.executable, "-m", "rlxf.cli", "train", "threads=1"]
 
     subprocess.run([*base, *small_overrides(whole_dir, sft_model_dir, steps)], check=True, env=env,
