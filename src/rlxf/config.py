@@ -150,6 +150,9 @@ class EvalConfig(Section):
 class CheckpointConfig(Section):
     every: int = Field(50, ge=0)  # RL steps between checkpoints; 0 = only at the end
     keep_last: int = Field(2, ge=1)
+    # Also keep the checkpoint of the best held-out eval/accuracy (saved at that step even when not due),
+    # past keep_last's rotation; summary.json names it (best_checkpoint)
+    keep_best: bool = True
 
 
 class AsyncRLConfig(Section):
