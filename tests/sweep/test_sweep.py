@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlxf.sweep.report import markdown_table, summarize
+from rlxf.sweep.report import markdown_table, recipe_row, summarize
 from rlxf.sweep.runs import SeedRun, seed_overrides
 from tests.conftest import small_overrides
 
@@ -31,6 +31,10 @@ def test_summary_numbers_by_hand():
     assert s["failed"][0]["seed"] == 2
     table = markdown_table(s)
     assert "| 0 | 0.500 | 0.600 | 0.700 (10) | +0.100 |" in table and "seed 2 failed" in table
+    assert [r["steps"] for r in s["per_seed"]] == [20, 20]
+    # gains 0.1 and 0.4: mean 0.25, sample std 0.2121
+    assert recipe_row("grpo", s) == ("| grpo | `eval/accuracy` | 20 | 0.450 | 0.700 | +0.250 ± 0.212 | "
+                                     "+0.100 (seed 0) (1 seeds failed) |")
 
 
 def test_seed_overrides_fill_in_the_seed():
