@@ -9,19 +9,20 @@ model.path=OUT/sft/seed_{seed}/...``, ``sft.steps=0``), so the presets of one se
 DPO and online DPO run as shipped (their own SFT stage), and so do tool use and reasoning-gym (tasks of
 their own). Each
 sweep is ``rlxf sweep ... --parallel 1`` (one thread per run); ``--table-only`` rebuilds the table
-from the run folders. Prints the markdown table, then each recipe's numbers as JSON.
+from the run folders (and each recipe's ``sweep.png``). Prints the markdown table, then each recipe's numbers as JSON.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
-from rlxf.sweep.report import RECIPES_HEADER, recipe_row, summarize  # noqa: E402
+from rlxf.sweep.report import RECIPES_HEADER, plot_band, recipe_row, summarize  # noqa: E402
 from rlxf.sweep.runs import SeedRun, read_curve  # noqa: E402
 
 RECIPES = Path(__file__).parents[1] / "src" / "rlxf" / "recipes"
@@ -60,13 +61,15 @@ def sweep_command(name: str, recipe: str | None, overrides: list[str], per_seed:
             *fills, "--seeds", str(seeds), "--parallel", "1", "--out", str(out / name)]
 
 
-def read_sweep(folder: Path, seeds: int) -> dict:
+def read_runs(folder: Path, seeds: int) -> list[SeedRun]:
+    """Each seed's run as its folder holds it (a run without summary.json counts as failed)."""
     runs = []
     for seed in range(seeds):
         run_dir = folder / f"seed_{seed}"
-        done = (run_dir / "summary.json").exists()
-        runs.append(SeedRun(seed, run_dir, 0 if done else 1, 0.0, read_curve(run_dir, "eval/accuracy")))
-    return summarize(runs, "eval/accuracy")
+        summary = run_dir / "summary.json"
+        wall = json.loads(summary.read_text())["wall_seconds"] if summary.exists() else 0.0
+        runs.append(SeedRun(seed, run_dir, 0 if summary.exists() else 1, wall, read_curve(run_dir, "eval/accuracy")))
+    return runs
 
 
 def main() -> None:
@@ -85,11 +88,14 @@ def main() -> None:
     results = {}
     for name, *_ in chosen:
         if (out / name).is_dir():
-            results[name] = read_sweep(out / name, ns.seeds)
+            runs = read_runs(out / name, ns.seeds)
+            results[name] = summarize(runs, "eval/accuracy")
             if results[name]["per_seed"]:
                 print(recipe_row(name, results[name]))
+                plot_band(runs, "eval/accuracy", out / name / "sweep.png", f"{name}: {ns.seeds} seeds")
     for name, summary in results.items():
-        emit({"recipe": name, **{k: summary.get(k) for k in ("initial", "final", "gain", "worst_seed", "failed")}})
+        emit({"recipe": name, **{k: summary.get(k) for k in ("initial", "final", "gain", "worst_seed", "failed",
+                                                                 "wall_seconds")}})
 
 
 if __name__ == "__main__":
