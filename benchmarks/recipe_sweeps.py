@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/recipe_sweeps.py --out runs/recipe_sweeps [--only grpo,ppo] [--seeds 5]
     .venv/bin/python benchmarks/recipe_sweeps.py --out runs/recipe_sweeps --table-only
+    .venv/bin/python benchmarks/recipe_sweeps.py --out runs/recipe_sweeps --in-process --only ...
 
 The SFT warm-up runs once per seed (``recipes/sft.yaml``, ``seed=S``); every online preset and the
 reward model -> GRPO chain then start from that seed's SFT policy (``rlxf sweep --per-seed
@@ -18,12 +19,13 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
 from rlxf.sweep.report import RECIPES_HEADER, plot_band, recipe_row, summarize  # noqa: E402
-from rlxf.sweep.runs import SeedRun, read_curve  # noqa: E402
+from rlxf.sweep.runs import SeedRun, read_curve, seed_overrides  # noqa: E402
 
 RECIPES = Path(__file__).parents[1] / "src" / "rlxf" / "recipes"
 RL_STEPS = 20  # per preset, as the slow acceptance tests run fewer steps than the recipe's 100
@@ -61,6 +63,30 @@ def sweep_command(name: str, recipe: str | None, overrides: list[str], per_seed:
             *fills, "--seeds", str(seeds), "--parallel", "1", "--out", str(out / name)]
 
 
+def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed: list[str], out: Path,
+                   seeds: list[int]) -> None:
+    """The sweep's runs one after another in this process, as ``rlxf sweep`` would start them (the same
+    config, seed, one thread). On a loaded machine a new process spent ~3 minutes importing before its
+    first step; here the imports are paid once. A seed whose ``summary.json`` exists is skipped."""
+    from rlxf.config import load_config
+    from rlxf.loops import get_loop
+
+    (out / name).mkdir(parents=True, exist_ok=True)
+    for seed in seeds:
+        run_dir = out / name / f"seed_{seed}"
+        if (run_dir / "summary.json").exists():
+            continue
+        fills = seed_overrides([p.format(out=out) for p in per_seed], seed)
+        for path in (Path(fill.split("=", 1)[1]) for fill in fills):
+            while not path.exists():  # another sweep (the SFT runs) is still writing this seed's start
+                time.sleep(20)
+        config = load_config(str(RECIPES / recipe) if recipe else None,
+                             [*overrides, *fills, f"seed={seed}", f"run_dir={run_dir}", "threads=1",
+                              "logging.progress_bar=false", "logging.plot=false"])
+        with open(out / name / f"seed_{seed}.log", "a") as log:
+            get_loop(config.loop)(config, write=lambda text: print(text, file=log, flush=True))
+
+
 def read_runs(folder: Path, seeds: int) -> list[SeedRun]:
     """Each seed's run as its folder holds it (a run without summary.json counts as failed)."""
     runs = []
@@ -78,12 +104,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--only", default="", help="comma-separated sweep names (default: all, in order)")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--in-process", action="store_true",
+                        help="run every seed of every sweep in this process (no start-up per run)")
     ns = parser.parse_args()
     out = Path(ns.out).resolve()
     chosen = [s for s in SWEEPS if not ns.only or s[0] in ns.only.split(",")]
     if not ns.table_only:
         for name, recipe, overrides, per_seed in chosen:
-            subprocess.run(sweep_command(name, recipe, overrides, per_seed, out, ns.seeds), check=False)
+            if ns.in_process:
+                run_in_process(name, recipe, overrides, per_seed, out, list(range(ns.seeds)))
+            else:
+                subprocess.run(sweep_command(name, recipe, overrides, per_seed, out, ns.seeds), check=False)
     print(RECIPES_HEADER)
     results = {}
     for name, *_ in chosen:
