@@ -57,10 +57,16 @@ SWEEPS = [
 
 
 def sweep_command(name: str, recipe: str | None, overrides: list[str], per_seed: list[str], out: Path,
-                  seeds: int) -> list[str]:
+                  seeds: list[int]) -> list[str]:
     fills = [f"--per-seed={p.format(out=out)}" for p in per_seed]
     return [sys.executable, "-m", "rlxf.cli", "sweep", *([str(RECIPES / recipe)] if recipe else []), *overrides,
-            *fills, "--seeds", str(seeds), "--parallel", "1", "--out", str(out / name)]
+            *fills, "--first-seed", str(seeds[0]), "--seeds", str(len(seeds)), "--parallel", "1", "--out", str(out / name)]
+
+
+def finished(run_dir: Path) -> bool:
+    """The run wrote its summary and no stop signal cut it short (a stopped run writes one too)."""
+    summary = run_dir / "summary.json"
+    return summary.exists() and "stopped_by" not in json.loads(summary.read_text())
 
 
 def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed: list[str], out: Path,
@@ -74,7 +80,7 @@ def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed
     (out / name).mkdir(parents=True, exist_ok=True)
     for seed in seeds:
         run_dir = out / name / f"seed_{seed}"
-        if (run_dir / "summary.json").exists():
+        if finished(run_dir):
             continue
         fills = seed_overrides([p.format(out=out) for p in per_seed], seed)
         for path in (Path(fill.split("=", 1)[1]) for fill in fills):
@@ -87,14 +93,14 @@ def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed
             get_loop(config.loop)(config, write=lambda text: print(text, file=log, flush=True))
 
 
-def read_runs(folder: Path, seeds: int) -> list[SeedRun]:
+def read_runs(folder: Path, seeds: list[int]) -> list[SeedRun]:
     """Each seed's run as its folder holds it (a run without summary.json counts as failed)."""
     runs = []
-    for seed in range(seeds):
+    for seed in seeds:
         run_dir = folder / f"seed_{seed}"
-        summary = run_dir / "summary.json"
-        wall = json.loads(summary.read_text())["wall_seconds"] if summary.exists() else 0.0
-        runs.append(SeedRun(seed, run_dir, 0 if summary.exists() else 1, wall, read_curve(run_dir, "eval/accuracy")))
+        done = finished(run_dir)
+        wall = json.loads((run_dir / "summary.json").read_text())["wall_seconds"] if done else 0.0
+        runs.append(SeedRun(seed, run_dir, 0 if done else 1, wall, read_curve(run_dir, "eval/accuracy")))
     return runs
 
 
@@ -102,28 +108,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/recipe_sweeps")
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--only", default="", help="comma-separated sweep names (default: all, in order)")
     parser.add_argument("--table-only", action="store_true")
     parser.add_argument("--in-process", action="store_true",
                         help="run every seed of every sweep in this process (no start-up per run)")
     ns = parser.parse_args()
     out = Path(ns.out).resolve()
+    seeds = list(range(ns.first_seed, ns.first_seed + ns.seeds))
     chosen = [s for s in SWEEPS if not ns.only or s[0] in ns.only.split(",")]
     if not ns.table_only:
         for name, recipe, overrides, per_seed in chosen:
             if ns.in_process:
-                run_in_process(name, recipe, overrides, per_seed, out, list(range(ns.seeds)))
+                run_in_process(name, recipe, overrides, per_seed, out, seeds)
             else:
-                subprocess.run(sweep_command(name, recipe, overrides, per_seed, out, ns.seeds), check=False)
+                subprocess.run(sweep_command(name, recipe, overrides, per_seed, out, seeds), check=False)
     print(RECIPES_HEADER)
     results = {}
     for name, *_ in chosen:
         if (out / name).is_dir():
-            runs = read_runs(out / name, ns.seeds)
+            runs = read_runs(out / name, seeds)
             results[name] = summarize(runs, "eval/accuracy")
             if results[name]["per_seed"]:
                 print(recipe_row(name, results[name]))
-                plot_band(runs, "eval/accuracy", out / name / "sweep.png", f"{name}: {ns.seeds} seeds")
+                plot_band(runs, "eval/accuracy", out / name / "sweep.png", f"{name}: {len(seeds)} seeds")
     for name, summary in results.items():
         emit({"recipe": name, **{k: summary.get(k) for k in ("initial", "final", "gain", "worst_seed", "failed",
                                                                  "wall_seconds")}})
