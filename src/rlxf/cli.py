@@ -151,13 +151,17 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
 def cmd_sweep(ns: argparse.Namespace) -> int:
     from rlxf.config import load_config
     from rlxf.sweep.report import markdown_table, plot_band, summarize
-    from rlxf.sweep.runs import run_seeds
+    from rlxf.sweep.runs import run_seeds, seed_overrides
 
     recipe, overrides = _split_recipe(ns.args)
-    load_config(recipe, overrides)  # a wrong key fails here, once, not in every seed's run
+    for override in ns.per_seed:
+        if "=" not in override or "{seed}" not in override:
+            raise ConfigError(f"--per-seed {override}: expected key.path=VALUE with {{seed}} in the value")
     seeds = list(range(ns.first_seed, ns.first_seed + ns.seeds))
+    for seed in seeds:  # a wrong key fails here, once, not in every seed's run
+        load_config(recipe, [*overrides, *seed_overrides(ns.per_seed, seed)])
     out = Path(ns.out)
-    runs = run_seeds(recipe, overrides, seeds, out, ns.metric, ns.parallel or (os.cpu_count() or 1))
+    runs = run_seeds(recipe, overrides, seeds, out, ns.metric, ns.parallel or (os.cpu_count() or 1), ns.per_seed)
     summary = summarize(runs, ns.metric)
     (out / "sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
     table = markdown_table(summary)
@@ -287,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--parallel", type=int, default=0, help="runs at once, one thread each (default: cores)")
     sweep.add_argument("--metric", default="eval/accuracy", help="held-out metric from metrics.jsonl")
     sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
+    sweep.add_argument("--per-seed", action="append", default=[], metavar="KEY=VALUE",
+                       help="an override with {seed} in its value, filled in per seed (repeatable), e.g. "
+                            "model.path=runs/sft/seed_{seed}/checkpoints/step_000300/policy")
     sweep.add_argument("--no-plot", action="store_true")
     sweep.set_defaults(func=cmd_sweep)
     studio = command("studio", "local web app: watch runs, label preferences, train on the labels",

@@ -231,6 +231,8 @@ class CheckpointConfig(Section):
 
     every: int = Field(50, ge=0, description="steps between checkpoints; 0 = only at the end")
     keep_last: int = Field(2, ge=1, description="checkpoints kept (the oldest are deleted)")
+    keep_best: bool = Field(True, description="also keep the checkpoint of the best held-out eval/accuracy (saved at "
+                            "that step even when not due), past keep_last's rotation; summary.json names it")
 
 
 class AsyncRLConfig(Section):

@@ -82,14 +82,14 @@ def task_evaluator(config: Config, context: RunContext, policy: torch.nn.Module)
 
 
 def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective, engine: TrainEngine,
-                            tokenizer, keep_last: int) -> Path:
+                            tokenizer, keep_last: int, keep_best: bool = False) -> Path:
     def fill(folder: Path) -> None:
         objective.save_model(folder / objective.model_name)
         save_tokenizer(tokenizer, folder / objective.model_name)
         ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill)
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
 
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
@@ -117,7 +117,8 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
 
     def save() -> None:
         state.wall_seconds = prior_wall + time.time() - started
-        save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last)
+        save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last,
+                                config.checkpoint.keep_best)
 
     if checkpoint is None:
         state.record_eval(0, objective.evaluate())
@@ -135,7 +136,8 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
             metrics.update(state.record_eval(step, objective.evaluate()))
         state.step, state.data_position = step, stream.position
-        if config.checkpoint.every and step % config.checkpoint.every == 0 or step == objective.steps:
+        new_best = config.checkpoint.keep_best and state.best_eval_step == step
+        if config.checkpoint.every and step % config.checkpoint.every == 0 or step == objective.steps or new_best:
             save()
         metrics["time/step"] = time.perf_counter() - step_start
         logger.log(step, metrics)

@@ -79,7 +79,7 @@ class RLSession:
         at_state.step_metrics = dict(metrics or {})
         at_state.kl_coef = self.kl_control.value
         save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.context.tokenizer,
-                        self.config.checkpoint.keep_last)
+                        self.config.checkpoint.keep_last, self.config.checkpoint.keep_best)
 
     def evaluate(self, rollout=None, step: int | None = None) -> dict[str, float]:
         """Held-out greedy evaluation with ``rollout`` (default: the session's rollout role); with
@@ -100,11 +100,13 @@ class RLSession:
             metrics.update(self.state.last_eval)
 
     def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> bool:
-        """Checkpoint ``state`` when due (with the step's metrics so far), then log the step. True when a
+        """Checkpoint ``state`` when due or at a new best evaluation (``checkpoint.keep_best``; with the
+        step's metrics so far), then log the step. True when a
         stop signal came (loops/stop_signals.py): the step is checkpointed and the loop should end."""
         step, every = self.state.step, self.config.checkpoint.every
         stopping = self.stop.requested is not None
-        if every and step % every == 0 or step == self.config.train.steps or stopping:
+        new_best = self.config.checkpoint.keep_best and self.state.best_eval_step == step
+        if every and step % every == 0 or step == self.config.train.steps or stopping or new_best:
             with timer("checkpoint"):
                 self.save(self.state, {**metrics, **timer.seconds})
         metrics.update(timer.seconds)

@@ -38,6 +38,10 @@ class RunState:
             self.best_eval_accuracy, self.best_eval_step = accuracy, step
         return metrics
 
+    def kept_steps(self, keep_best: bool) -> tuple[int, ...]:
+        """Checkpoint steps that rotation (``keep_last``) must not delete: the best evaluation's."""
+        return (self.best_eval_step,) if keep_best and self.best_eval_step is not None else ()
+
     def capture(self, sample_gen: torch.Generator, shuffle_gen: torch.Generator, data_position: int) -> None:
         self.sample_rng = ckpt.generator_state_to_json(sample_gen)
         self.shuffle_rng = ckpt.generator_state_to_json(shuffle_gen)
@@ -48,7 +52,8 @@ class RunState:
         shuffle_gen.set_state(ckpt.generator_state_from_json(self.shuffle_rng))
 
 
-def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int) -> Path:
+def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int,
+                    keep_best: bool = False) -> Path:
     def fill(folder: Path) -> None:
         actor.save_checkpoint(folder)
         save_tokenizer(tokenizer, folder / "policy")
@@ -56,7 +61,7 @@ def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, ke
             critic.save_checkpoint(folder)
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill)
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
 
 
 def load_run_state(checkpoint: Path) -> RunState:

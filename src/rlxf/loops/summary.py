@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlxf.train.checkpoint import checkpoint_dir, latest_checkpoint
+
 
 def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: dict | None = None) -> dict:
     """``extra`` adds loop-specific entries (the offline loops add their whole first and last evaluation)."""
@@ -14,9 +16,16 @@ def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: 
         "final_eval_reward": state.last_eval.get("eval/reward"),
         "best_eval_accuracy": state.best_eval_accuracy,
         "best_eval_step": state.best_eval_step,
+        "final_checkpoint": _path_or_none(latest_checkpoint(run_dir)),
+        "best_checkpoint": None if state.best_eval_step is None else
+        _path_or_none(checkpoint_dir(run_dir, state.best_eval_step)),
         "steps": steps,
         "wall_seconds": round(wall_seconds, 2),
         **(extra or {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary
+
+
+def _path_or_none(path: Path | None) -> str | None:
+    return str(path) if path is not None and path.is_dir() else None

@@ -16,7 +16,8 @@ def _mean_std(values: list[float]) -> dict:
 def summarize(runs: list[SeedRun], metric: str) -> dict:
     done = [r for r in runs if r.ok]
     rows = [{"seed": r.seed, "initial": r.initial, "final": r.final, "best": r.best[1], "best_step": r.best[0],
-             "gain": r.final - r.initial, "wall_seconds": round(r.wall_seconds, 1)} for r in done]
+             "gain": r.final - r.initial, "steps": r.curve[-1][0], "wall_seconds": round(r.wall_seconds, 1)}
+            for r in done]
     out = {
         "metric": metric,
         "seeds": [r.seed for r in runs],
@@ -49,6 +50,19 @@ def markdown_table(summary: dict) -> str:
     for failed in summary["failed"]:
         lines.append(f"seed {failed['seed']} failed (exit {failed['returncode']}): see {failed['log']}")
     return "\n".join(lines) + "\n"
+
+
+RECIPES_HEADER = ("| recipe | metric | steps | start (mean) | final (mean) | gain, mean ± std | worst seed's gain |\n"
+                  "|---|---|---|---|---|---|---|")
+
+
+def recipe_row(label: str, summary: dict) -> str:
+    """One line of the every-recipe table (docs/algorithms.md) from a sweep's ``sweep.json``."""
+    steps = sorted({row["steps"] for row in summary["per_seed"]})
+    failed = f" ({len(summary['failed'])} seeds failed)" if summary["failed"] else ""
+    return (f"| {label} | `{summary['metric']}` | {'/'.join(map(str, steps))} | {summary['initial']['mean']:.3f} | "
+            f"{summary['final']['mean']:.3f} | {summary['gain']['mean']:+.3f} ± {summary['gain']['std']:.3f} | "
+            f"{summary['worst_seed']['gain']:+.3f} (seed {summary['worst_seed']['seed']}){failed} |")
 
 
 def plot_band(runs: list[SeedRun], metric: str, out: Path, title: str) -> Path:

@@ -50,6 +50,13 @@ def train_command(recipe: str | None, overrides: list[str], seed: int, run_dir: 
             f"seed={seed}", f"run_dir={run_dir}", "threads=1", "logging.progress_bar=false"]
 
 
+def seed_overrides(per_seed: list[str], seed: int) -> list[str]:
+    """``--per-seed`` overrides with ``{seed}`` filled in, so that each seed starts from its own checkpoint
+    (``model.path=sft/seed_{seed}/checkpoints/step_000300/policy``): the SFT warm-up runs once per seed,
+    not once per recipe and seed."""
+    return [override.replace("{seed}", str(seed)) for override in per_seed]
+
+
 def read_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:
     """The metric at every evaluation of a run, the one before training included (step 0)."""
     steps, values = series(read_run(run_dir), metric) if (run_dir / "metrics.jsonl").exists() else ([], [])
@@ -62,8 +69,10 @@ def read_curve(run_dir: Path, metric: str) -> list[tuple[int, float]]:
     return curve
 
 
-def run_seed(recipe: str | None, overrides: list[str], seed: int, out_dir: Path, metric: str) -> SeedRun:
+def run_seed(recipe: str | None, overrides: list[str], seed: int, out_dir: Path, metric: str,
+             per_seed: list[str] = ()) -> SeedRun:
     run_dir = out_dir / f"seed_{seed}"
+    overrides = [*overrides, *seed_overrides(list(per_seed), seed)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     t0 = time.monotonic()
     with open(out_dir / f"seed_{seed}.log", "w") as log:
@@ -73,7 +82,7 @@ def run_seed(recipe: str | None, overrides: list[str], seed: int, out_dir: Path,
 
 
 def run_seeds(recipe: str | None, overrides: list[str], seeds: list[int], out_dir: Path, metric: str,
-              parallel: int) -> list[SeedRun]:
+              parallel: int, per_seed: list[str] = ()) -> list[SeedRun]:
     out_dir.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-        return list(pool.map(lambda s: run_seed(recipe, overrides, s, out_dir, metric), seeds))
+        return list(pool.map(lambda s: run_seed(recipe, overrides, s, out_dir, metric, per_seed), seeds))

@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 
 import torch
@@ -158,10 +158,12 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
     return tmp
 
 
-def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Callable[[Path], None]) -> Path:
+def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Callable[[Path], None],
+                     keep_steps: Collection[int] = ()) -> Path:
     """``fill(folder)`` writes the checkpoint's files into a temporary folder, which is checksummed and
     renamed into place. A failed write removes the temporary folder and raises
-    :class:`CheckpointWriteError`; the previous checkpoint is never touched."""
+    :class:`CheckpointWriteError`; the previous checkpoint is never touched. Rotation keeps the newest
+    ``keep_last`` checkpoints and those of ``keep_steps`` (the best one's step, ``checkpoint.keep_best``)."""
     tmp = begin_checkpoint(run_dir, step)
     try:
         fill(tmp)
@@ -171,17 +173,22 @@ def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Calla
         previous = latest_checkpoint(run_dir)
         kept = f"the previous checkpoint {previous} is intact" if previous else "there is no earlier checkpoint"
         raise CheckpointWriteError(f"writing checkpoint step {step} to {tmp} failed ({err}); {kept}") from err
-    return commit_checkpoint(tmp, keep_last)
+    return commit_checkpoint(tmp, keep_last, keep_steps)
 
 
-def commit_checkpoint(tmp: Path, keep_last: int) -> Path:
+def checkpoint_step(checkpoint: Path) -> int:
+    return int(checkpoint.name.removeprefix("step_"))
+
+
+def commit_checkpoint(tmp: Path, keep_last: int, keep_steps: Collection[int] = ()) -> Path:
     final = tmp.with_suffix("")
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
     finished = sorted(p for p in final.parent.glob("step_*") if not p.name.endswith(".tmp"))
     for old in finished[:-keep_last]:
-        shutil.rmtree(old, ignore_errors=True)
+        if checkpoint_step(old) not in keep_steps:
+            shutil.rmtree(old, ignore_errors=True)
     return final
 
 
