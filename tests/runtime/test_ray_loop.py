@@ -25,3 +25,28 @@ def test_colocated_roles_match_the_embedded_run(ray_cluster, tmp_path, sft_model
                       *COMPARED, "algorithm.kl_coef=0.01")
     assert rows[-1]["samples"] == embedded_rows[-1]["samples"]
     assert "policy/kl" in rows[1]  # the reference role ran as an actor too
+
+
+def test_custom_placement_map_groups_roles_into_bundles(ray_cluster):
+    """``runtime.placement: {role: group}``: the named roles share a bundle sized for their actors, the
+    others get one each, and the Ray placement group holds exactly those bundles, spread."""
+    from ray.util.placement_group import placement_group_table
+
+    from rlxf.config import load_config
+    from rlxf.runtime.ray_runtime import RayRuntime
+
+    config = load_config(None, ["runtime.kind=ray", "runtime.placement={rollout: gen, reward: gen, actor: train}",
+                                "runtime.cpus_per_role=0.25"])
+    assert config.runtime.groups() == {"rollout": "gen", "reward": "gen", "reference": "reference",
+                                       "actor": "train", "critic": "critic"}
+    runtime = RayRuntime(config)
+    try:
+        table = placement_group_table(runtime.placement_group)
+        bundles = {name: table["bundles"][index] for name, index in runtime.bundle_of.items()}
+        assert bundles == {"critic": {"CPU": 0.25}, "gen": {"CPU": 0.5}, "reference": {"CPU": 0.25},
+                           "train": {"CPU": 0.25}}
+        assert table["strategy"] == "SPREAD"
+    finally:
+        runtime.close()
+    with pytest.raises(ValueError, match=r"unknown roles \['judge'\]"):
+        load_config(None, ["runtime.placement={rollout: gen, judge: gen}"]).runtime.groups()
