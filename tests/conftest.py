@@ -38,6 +38,21 @@ def tokenizer(tiny_model_dir):
 SIGNAL_SFT = ["loop=sft", "sft.steps=60", "sft.batch_size=16", "sft.optim.lr=3e-3", "checkpoint.every=0"]
 
 
+@pytest.fixture
+def trained_batches(monkeypatch) -> list:
+    """The batches the RL loop trains on, in order: ``rl.train_on_batch`` still runs, and records each."""
+    from rlxf.loops import rl
+
+    trained, original = [], rl.train_on_batch
+
+    def keep_batch(session, batch, *args):
+        original(session, batch, *args)
+        trained.append(batch)
+
+    monkeypatch.setattr(rl, "train_on_batch", keep_batch)
+    return trained
+
+
 @pytest.fixture(scope="session")
 def sft_model_dir(tmp_path_factory, tiny_model_dir) -> str:
     """The tiny model after a short SFT on the default task: it writes the answer format most of the

@@ -14,15 +14,8 @@ from tests.conftest import small_overrides
 TOOL_USE = "recipes/tool_use.yaml"
 
 
-def test_tool_use_recipe_step_trains_on_the_policys_tokens_only(tmp_path, tiny_model_dir, tokenizer, monkeypatch):
-    trained = []
-
-    def keep_batch(session, batch, *args):
-        original(session, batch, *args)
-        trained.append(batch)
-
-    original = rl.train_on_batch
-    monkeypatch.setattr(rl, "train_on_batch", keep_batch)
+def test_tool_use_recipe_step_trains_on_the_policys_tokens_only(tmp_path, tiny_model_dir, tokenizer, trained_batches):
+    trained = trained_batches
     config = load_config(TOOL_USE, [
         *small_overrides(tmp_path, tiny_model_dir, steps=1), "data.task_args.tool_demo_fraction=1.0",
         "data.task_args.size=2000", "sft.steps=40", "sft.optim.lr=3e-3", "checkpoint.every=0",

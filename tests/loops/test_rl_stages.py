@@ -39,18 +39,9 @@ def test_dapo_dynamic_sampling_in_the_loop(tmp_path, sft_model_dir):
         assert row["policy/grad_norm"] > 0
 
 
-def test_remax_gets_its_greedy_baseline(tmp_path, sft_model_dir, monkeypatch):
+def test_remax_gets_its_greedy_baseline(tmp_path, sft_model_dir, trained_batches):
     """Each row's advantage is its reward minus the reward of its prompt's greedy answer (one per group)."""
-    from rlxf.loops import rl
-
-    trained = []
-
-    def keep_batch(session, batch, *args):
-        original(session, batch, *args)
-        trained.append(batch)
-
-    original = rl.train_on_batch
-    monkeypatch.setattr(rl, "train_on_batch", keep_batch)
+    trained = trained_batches
     rows = run_steps(tmp_path, sft_model_dir, "algorithm.name=remax", steps=2)
     assert len(trained) == 2 and all("time/greedy_baseline" in row for row in rows)
     baselines = torch.cat([b.baseline_rewards for b in trained])
