@@ -17,7 +17,8 @@ def test_warmup_and_adaptive_kl_continue_after_resume_and_old_checkpoints_go(tmp
     run_dir = tmp_path / "run"
     overrides = [*small_overrides(run_dir, tiny_model_dir, steps=1), "sft.steps=0", f"train.optim.lr={LR}",
                  f"train.optim.warmup_steps={WARMUP}", "algorithm.name=rloo", "algorithm.kl_coef=0.1",
-                 "algorithm.kl_target=1000.0", "algorithm.kl_horizon=32", "checkpoint.keep_last=2"]
+                 "algorithm.kl_target=1000.0", "algorithm.kl_horizon=32", "checkpoint.keep_last=2",
+                 "checkpoint.keep_best=false"]  # keep_last alone here (keep_best: tests/loops/test_keep_best.py)
     train_rl(load_config(None, overrides), write=lambda _: None)
     train_rl(load_config(None, [*overrides, "train.steps=3"]), resume=True, write=lambda _: None)
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()][1:]
