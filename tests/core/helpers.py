@@ -3,3 +3,14 @@
 
 def length_reward(prompts, responses, metadata):
     return [float(len(r)) for r in responses]
+
+
+CALLS = {"n": 0}  # calls of fails_on_the_third_call; a test resets it before its run
+
+
+def fails_on_the_third_call(prompts, responses, metadata):
+    """A reward that works, then raises at its 3rd call: the initial eval, step 1, then step 2 fails."""
+    CALLS["n"] += 1
+    if CALLS["n"] == 3:
+        raise ValueError("reward server went away")
+    return [float(len(r)) for r in responses]

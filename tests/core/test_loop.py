@@ -15,6 +15,7 @@ from transformers import AutoModelForCausalLM
 from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import assert_trains, small_overrides
+from tests.core import helpers
 
 
 def read_metrics(run_dir):
@@ -66,22 +67,13 @@ def test_failing_reward_keeps_the_run(tmp_path, tiny_model_dir):
     config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=3),
                                 "reward.function=tests.core.helpers:length_reward"])
     # length_reward works; switch to one that fails on the second call
-    config.reward.function = "tests.core.test_loop:fails_second_time"
-    with pytest.raises(RewardError, match="fails_second_time"):
+    helpers.CALLS["n"] = 0
+    config.reward.function = "tests.core.helpers:fails_on_the_third_call"
+    with pytest.raises(RewardError, match="fails_on_the_third_call"):
         train_rl(config, write=lambda _: None)
     # step 1 finished and was checkpointed; step 2 failed before any training
     assert (run_dir / "checkpoints" / "step_000001" / "state.json").exists()
     assert [r["step"] for r in read_metrics(run_dir)] == [0, 1]
-
-
-CALLS = {"n": 0}
-
-
-def fails_second_time(prompts, responses, metadata):
-    CALLS["n"] += 1
-    if CALLS["n"] == 3:  # the 1st call is the initial eval, the 2nd step 1, the 3rd step 2
-        raise ValueError("reward server went away")
-    return [float(len(r)) for r in responses]
 
 
 def test_resume_after_sigkill_matches_an_uninterrupted_run(tmp_path, sft_model_dir):

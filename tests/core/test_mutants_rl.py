@@ -17,6 +17,7 @@ from rlxf.loops.rl import StageTimer, train_on_batch, train_rl
 from rlxf.loops.run_state import RunState
 from rlxf.roles.reward import RewardError
 from tests.conftest import small_overrides
+from tests.core import helpers
 
 
 class Role:
@@ -136,21 +137,11 @@ def test_stage_timer_adds_up_each_stage(monkeypatch):
     assert timer.seconds == {"time/train": 2.0 + 5.0, "time/reward": 0.5}
 
 
-CALLS = {"n": 0}
-
-
-def fails_on_the_third_call(prompts, responses, metadata):
-    CALLS["n"] += 1
-    if CALLS["n"] == 3:  # the 1st call is the initial eval, the 2nd step 1, the 3rd step 2
-        raise ValueError("reward server went away")
-    return [float(len(r)) for r in responses]
-
-
 def test_a_failed_step_saves_the_run_at_the_previous_step_even_between_checkpoints(tmp_path, tiny_model_dir):
     run_dir = tmp_path / "fail"
-    CALLS["n"] = 0
+    helpers.CALLS["n"] = 0
     config = load_config(None, [*small_overrides(run_dir, tiny_model_dir, steps=3), "checkpoint.every=0",
-                                "reward.function=tests.core.test_mutants_rl:fails_on_the_third_call"])
+                                "reward.function=tests.core.helpers:fails_on_the_third_call"])
     with pytest.raises(RewardError, match="fails_on_the_third_call"):
         train_rl(config, write=lambda _: None)
     # no checkpoint was due after step 1 (every=0: the start and the end), but it is saved for --resume
@@ -158,9 +149,8 @@ def test_a_failed_step_saves_the_run_at_the_previous_step_even_between_checkpoin
 
 
 def test_each_checkpoint_holds_that_steps_data_position_and_generators(tmp_path, tiny_model_dir):
-    # what --resume restores; the SIGKILL-resume test checks the same end to end, but its subprocesses
-    # import rlxf from PYTHONPATH=cwd, so under the mutation check (or the shared venv of a worktree)
-    # they run another copy of the code
+    # what --resume restores, in process: the SIGKILL-resume test checks the same end to end, but
+    # through subprocesses, which the mutation check's forked runs would make slow
     run_dir = tmp_path / "run"
     train_rl(load_config(None, small_overrides(run_dir, tiny_model_dir, steps=2)), write=lambda _: None)
     states = [json.loads((run_dir / "checkpoints" / f"step_00000{i}" / "state.json").read_text()) for i in (1, 2)]
