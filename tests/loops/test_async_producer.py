@@ -15,13 +15,30 @@ from rlxf.runtime.weight_sync import pack_weights
 ROWS = [{"prompt": p} for p in ("12+7=", "3+405=", "88+1=", "9+9=")]
 
 
-def producer_for(model, tokenizer, chunk_steps=3, max_staleness=1) -> RolloutProducer:
+def producer_for(model, tokenizer, chunk_steps=3, max_staleness=1, queue_size=1, interruptible=True,
+                 admit_below_rows=None) -> RolloutProducer:
     rollout = RolloutRole(build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer,
                           False, 64)
     return RolloutProducer(
         rollout, lambda batch: {}, PromptStream(ROWS, seed=0), 2, SamplingParams(n=2, max_new_tokens=12),
-        torch.Generator().manual_seed(0), max_staleness, 1, chunk_steps, True, first_index=1,
+        torch.Generator().manual_seed(0), max_staleness, queue_size, chunk_steps, interruptible, first_index=1,
+        admit_below_rows=admit_below_rows,
     )
+
+
+def post_after_first_chunk(monkeypatch, producer: RolloutProducer, weights) -> None:
+    """``weights`` reach ``producer`` right after its first decode chunk (once)."""
+    original_run = InterruptibleGeneration.run
+    posted = []
+
+    def run_then_post(self, steps=None, generator=None):
+        finished = original_run(self, steps, generator)
+        if not posted:
+            producer.post_weights(weights)
+            posted.append(True)
+        return finished
+
+    monkeypatch.setattr(InterruptibleGeneration, "run", run_then_post)
 
 
 def perturbed(model, version: int):
@@ -34,17 +51,7 @@ def perturbed(model, version: int):
 
 def test_weights_posted_mid_batch_interrupt_and_version_the_tokens(tiny_model, tokenizer, monkeypatch):
     producer = producer_for(tiny_model, tokenizer, chunk_steps=3)
-    original_run = InterruptibleGeneration.run
-    chunks = []
-
-    def run_then_post(self, steps=None, generator=None):
-        finished = original_run(self, steps, generator)
-        if not chunks:
-            producer.post_weights(perturbed(tiny_model, 1))
-        chunks.append(steps)
-        return finished
-
-    monkeypatch.setattr(InterruptibleGeneration, "run", run_then_post)
+    post_after_first_chunk(monkeypatch, producer, perturbed(tiny_model, 1))
     producer.start()
     try:
         item = producer.get()
