@@ -136,8 +136,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
         if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
             metrics.update(state.record_eval(step, objective.evaluate()))
         state.step, state.data_position = step, stream.position
-        new_best = config.checkpoint.keep_best and state.best_eval_step == step
-        if config.checkpoint.every and step % config.checkpoint.every == 0 or step == objective.steps or new_best:
+        if state.checkpoint_due(config.checkpoint, objective.steps):
             save()
         metrics["time/step"] = time.perf_counter() - step_start
         logger.log(step, metrics)

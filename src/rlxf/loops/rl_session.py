@@ -100,13 +100,10 @@ class RLSession:
             metrics.update(self.state.last_eval)
 
     def end_step(self, step_start: float, timer, metrics: dict[str, float]) -> bool:
-        """Checkpoint ``state`` when due or at a new best evaluation (``checkpoint.keep_best``; with the
-        step's metrics so far), then log the step. True when a
-        stop signal came (loops/stop_signals.py): the step is checkpointed and the loop should end."""
-        step, every = self.state.step, self.config.checkpoint.every
-        stopping = self.stop.requested is not None
-        new_best = self.config.checkpoint.keep_best and self.state.best_eval_step == step
-        if every and step % every == 0 or step == self.config.train.steps or stopping or new_best:
+        """Checkpoint ``state`` when due (``RunState.checkpoint_due``; with the step's metrics so far), then
+        log the step. True when a stop signal came (loops/stop_signals.py): the step is checkpointed and the loop should end."""
+        step, stopping = self.state.step, self.stop.requested is not None
+        if self.state.checkpoint_due(self.config.checkpoint, self.config.train.steps) or stopping:
             with timer("checkpoint"):
                 self.save(self.state, {**metrics, **timer.seconds})
         metrics.update(timer.seconds)

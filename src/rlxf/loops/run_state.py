@@ -38,6 +38,13 @@ class RunState:
             self.best_eval_accuracy, self.best_eval_step = accuracy, step
         return metrics
 
+    def checkpoint_due(self, checkpoint, last_step: int) -> bool:
+        """A checkpoint at this step (``checkpoint``: the config's section): every ``checkpoint.every`` steps,
+        at the last step, and at a new best held-out evaluation (``checkpoint.keep_best``)."""
+        every = checkpoint.every
+        new_best = checkpoint.keep_best and self.best_eval_step == self.step
+        return bool(every and self.step % every == 0) or self.step == last_step or new_best
+
     def kept_steps(self, keep_best: bool) -> tuple[int, ...]:
         """Checkpoint steps that rotation (``keep_last``) must not delete: the best evaluation's."""
         return (self.best_eval_step,) if keep_best and self.best_eval_step is not None else ()
