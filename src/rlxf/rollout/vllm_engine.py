@@ -55,6 +55,7 @@ from typing import Any
 
 import torch
 
+from rlxf.models.saving import save_model
 from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.sampling import SamplingParams
@@ -143,7 +144,7 @@ class VLLMRolloutEngine:
             )
         # vLLM loads from a folder: the policy's weights and config (no tokenizer needed).
         self._model_dir = tempfile.TemporaryDirectory(prefix="rlxf-vllm-")
-        model.save_pretrained(self._model_dir.name, safe_serialization=True)
+        save_model(model, self._model_dir.name)  # safetensors, transformers' default
         with _engine_core_in_process(in_process), _keep_torch_set_num_threads():
             self.llm = vllm.LLM(
                 model=self._model_dir.name,

@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from rlxf.models.saving import save_model
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.data_parallel import all_reduce_values, global_counts  # noqa: F401  (global_counts: re-exported)
@@ -123,5 +124,5 @@ def save_full_model(engine: FSDP2TrainEngine, out_dir) -> None:
 
         plain = transformers.AutoModelForCausalLM.from_config(engine.model.config)
         plain.load_state_dict(full)
-        plain.save_pretrained(out_dir)
+        save_model(plain, out_dir)
     dist.barrier()
