@@ -42,12 +42,23 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
         r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=cfg.target_modules,
         task_type="CAUSAL_LM",
     )
-    return peft.get_peft_model(model, settings)
+    return peft.get_peft_model(model, _in_place_layers(settings))
 
 
 def load_lora(base: torch.nn.Module, adapter_dir: str | Path) -> torch.nn.Module:
     """A saved adapter on ``base``, trainable (resume)."""
-    return _peft().PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+    peft = _peft()
+    settings = _in_place_layers(peft.LoraConfig.from_pretrained(str(adapter_dir)))
+    return peft.PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True, config=settings)
+
+
+def _in_place_layers(settings):
+    """peft's config, its ``nn.Linear`` targets built as models/lora_layer.py's layer (no output-sized
+    temporaries in the forward; the same parameters and checkpoint format). Not saved in the config."""
+    from rlxf.models.lora_layer import InPlaceLoraLinear
+
+    settings._register_custom_module({torch.nn.Linear: InPlaceLoraLinear})
+    return settings
 
 
 class MergedWeights(Mapping[str, torch.Tensor]):
