@@ -68,17 +68,23 @@ def test_in_place_forward_matches_peft_in_values_and_gradients(bias):
         assert (grad - stock_grads[name]).abs().max() <= 1e-6 * stock_grads[name].abs().max(), name
 
 
-def test_in_place_forward_allocates_one_output_sized_tensor_where_peft_allocates_four():
-    """Per adapted linear: the base output and the rank-r down-projection; peft adds B's output, its
-    scaled copy and the sum (each TOKENS x OUT floats)."""
-    x = torch.randn(TOKENS, IN, requires_grad=True)
+def test_in_place_layer_allocates_no_output_sized_temporary():
+    """Per adapted linear, forward: the base output and the rank-r down-projection, where peft adds B's
+    output, its scaled copy and the sum (each TOKENS x OUT floats); backward: no output-sized tensor
+    (peft scales the output's gradient into a new one; an in-place add on a view of the output would
+    make autograd copy it twice)."""
+    x = torch.randn(3, TOKENS // 3, IN, requires_grad=True)
     output_bytes, down_bytes = TOKENS * OUT * 4, TOKENS * RANK * 4
-    for in_place, expected in ((False, 4), (True, 1)):
+    for in_place, forward_outputs, backward_outputs in ((False, 4, 1), (True, 1, 0)):
         model = _adapted_linear(in_place)
-        with NewTensorBytes() as new:
-            model(x)
-        assert new.sizes.count(output_bytes) == expected, (in_place, new.sizes)
-        assert new.sizes.count(down_bytes) == 1 and len(new.sizes) == expected + 1, new.sizes
+        with NewTensorBytes() as forward:
+            out = model(x)
+        gradient = torch.linspace(-1, 1, out.numel()).view_as(out)
+        with NewTensorBytes() as backward:
+            out.backward(gradient)
+        assert forward.sizes.count(output_bytes) == forward_outputs, (in_place, forward.sizes)
+        assert forward.sizes.count(down_bytes) == 1 and len(forward.sizes) == forward_outputs + 1, forward.sizes
+        assert backward.sizes.count(output_bytes) == backward_outputs, (in_place, backward.sizes)
 
 
 def test_disabled_adapter_and_autocast_take_peft_forward():

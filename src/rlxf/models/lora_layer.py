@@ -7,8 +7,9 @@ blocks are what the allocator keeps: on the default recipe the LoRA update's res
 more than its live heap did, and LoRA's peak RSS sat above full-parameter training's although it holds
 38 MB less state (docs/benchmarks.md, LoRA vs full). Here ``result.addmm_(A(x), B^T, alpha=scaling)``
 writes the update into the base output, which autograd does not keep (a linear saves its input and
-weight, never its output): no output-sized temporary at all, the same values up to float rounding, the
-same gradients, and peft's own parameters, checkpoints, merging and adapter switching.
+weight, never its output): no output-sized temporary in the forward (and none in the backward, where
+peft's scaling makes one), the same values and gradients up to float rounding, and peft's own
+parameters, checkpoints, merging and adapter switching.
 
 Anything else (merged or disabled adapters, mixed-adapter batches, variants such as DoRA, autocast or
 mixed dtypes) takes peft's own forward.
@@ -28,12 +29,14 @@ class InPlaceLoraLinear(Linear):
         adapters = [name for name in self.active_adapters if name in self.lora_A]
         if args or kwargs or not self._in_place_applies(x, adapters):  # nn.Linear takes none: peft's options
             return super().forward(x, *args, **kwargs)
-        result = self.base_layer(x, *args, **kwargs).contiguous()  # a linear's output already is: no copy
-        rows = result.view(-1, result.shape[-1])
+        # Rows, not [batch, seq, features]: an in-place op on a view of the output would make autograd
+        # copy the whole gradient in backward (CopySlices); on the matrix itself it copies nothing.
+        rows_in = x.reshape(-1, x.shape[-1])
+        rows = self.base_layer(rows_in)
         for name in adapters:
-            down = self.lora_A[name](self.lora_dropout[name](x))  # [..., r]: the only new activation
-            rows.addmm_(down.reshape(-1, down.shape[-1]), self.lora_B[name].weight.t(), alpha=self.scaling[name])
-        return result
+            down = self.lora_A[name](self.lora_dropout[name](rows_in))  # [tokens, r]: the only new activation
+            rows.addmm_(down, self.lora_B[name].weight.t(), alpha=self.scaling[name])
+        return rows.view(*x.shape[:-1], rows.shape[-1])
 
     def _in_place_applies(self, x: torch.Tensor, adapters: list[str]) -> bool:
         if self.disable_adapters or self.merged:
