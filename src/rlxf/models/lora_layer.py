@@ -2,10 +2,10 @@
 
 peft computes ``result + lora_B(lora_A(x)) * scaling``: for a rank-r update it allocates three tensors the
 size of the layer's output (B's output, its scaled copy, the sum) beside the base output, in every adapted
-linear of every forward (7 per decoder layer with ``all-linear``). In a training step those short-lived
-blocks are what the allocator keeps: on the default recipe the LoRA update's resident memory grew ~50 MiB
-more than its live heap did, and LoRA's peak RSS sat above full-parameter training's although it holds
-38 MB less state (docs/benchmarks.md, LoRA vs full). Here ``result.addmm_(A(x), B^T, alpha=scaling)``
+linear of every forward (7 per decoder layer with ``all-linear``). They are freed at once, but glibc keeps
+the pages they touched until the stage ends: on the default recipe LoRA's policy update touched 217 MiB
+beyond its live heap where full-parameter training's touched 184, and LoRA's peak RSS sat above full
+training's although it holds 38 MB less state (docs/benchmarks.md, LoRA vs full). Here ``result.addmm_(A(x), B^T, alpha=scaling)``
 writes the update into the base output, which autograd does not keep (a linear saves its input and
 weight, never its output): no output-sized temporary in the forward (and none in the backward, where
 peft's scaling makes one), the same values and gradients up to float rounding, and peft's own
