@@ -107,3 +107,29 @@ def test_rlxf_lora_builds_and_resumes_with_the_in_place_layer(checkpoints, tmp_p
     layers = [m for m in resumed.modules() if isinstance(m, peft.tuners.lora.LoraLayer)]
     assert len(layers) == len(adapted) and all(isinstance(m, InPlaceLoraLinear) for m in layers)
     assert any(p.requires_grad for p in resumed.parameters())
+
+
+def test_in_place_layer_under_activation_checkpointing_gives_the_same_gradients(checkpoints):
+    """Recomputed in backward, the in-place add sees a fresh base output: the adapters' gradients match."""
+    from rlxf.models.training_switches import enable_activation_checkpointing
+
+    ids = torch.tensor([[4, 9, 30, 17, 5, 60, 7, 3]])
+    grads, calls = [], []
+    for checkpointing in (False, True):
+        torch.manual_seed(0)  # the same A (peft draws it at random)
+        model = apply_lora(load_causal_lm(checkpoints["qwen2"]), LoraConfig(r=4))
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.fill_(0.01)
+        if checkpointing:
+            enable_activation_checkpointing(model)
+        layer = model.get_base_model().model.layers[0].self_attn.q_proj
+        calls.append(0)
+        layer.register_forward_hook(lambda *_: calls.__setitem__(-1, calls[-1] + 1))
+        model.train()(input_ids=ids).logits.log_softmax(-1)[0, :-1].gather(-1, ids[0, 1:, None]).sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.requires_grad})
+    assert calls == [1, 2]  # checkpointing recomputed the layer in backward
+    assert grads[0] and set(grads[0]) == set(grads[1])
+    for name, grad in grads[0].items():
+        assert grad is not None and (grads[1][name] - grad).abs().max() <= 1e-6 * grad.abs().max().clamp(min=1e-6), name
