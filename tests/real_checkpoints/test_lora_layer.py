@@ -34,11 +34,11 @@ class NewTensorBytes(TorchDispatchMode):
         return out
 
 
-def _adapted_linear(in_place: bool, bias: bool = True) -> torch.nn.Module:
+def _adapted_linear(in_place: bool, bias: bool = True, **options) -> torch.nn.Module:
     torch.manual_seed(0)
     net = torch.nn.Sequential()
     net.add_module("proj", torch.nn.Linear(IN, OUT, bias=bias))
-    settings = peft.LoraConfig(r=RANK, lora_alpha=6, target_modules=["proj"])
+    settings = peft.LoraConfig(r=RANK, lora_alpha=6, target_modules=["proj"], **options)
     if in_place:
         settings._register_custom_module({torch.nn.Linear: InPlaceLoraLinear})
     model = peft.get_peft_model(net, settings)
@@ -87,13 +87,17 @@ def test_in_place_layer_allocates_no_output_sized_temporary():
         assert backward.sizes.count(output_bytes) == backward_outputs, (in_place, backward.sizes)
 
 
-def test_disabled_adapter_and_autocast_take_peft_forward():
+def test_disabled_adapter_autocast_and_dora_take_peft_forward():
     x = torch.randn(TOKENS, IN)
     model, stock = _adapted_linear(True), _adapted_linear(False)
     with torch.no_grad(), model.disable_adapter():
         assert torch.equal(model(x), model.base_model.model.proj.base_layer(x))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         assert torch.equal(model(x), stock(x))
+    dora, stock_dora = _adapted_linear(True, use_dora=True), _adapted_linear(False, use_dora=True)
+    assert isinstance(dora.base_model.model.proj, InPlaceLoraLinear)
+    with torch.no_grad():
+        assert torch.equal(dora(x), stock_dora(x)) and not torch.equal(dora(x), model(x))
 
 
 def test_rlxf_lora_builds_and_resumes_with_the_in_place_layer(checkpoints, tmp_path):

@@ -45,5 +45,9 @@ class InPlaceLoraLinear(Linear):
             return False
         if self.get_base_layer().weight.dtype != x.dtype:
             return False
-        return all(name not in self.lora_variant and self.lora_A[name].weight.dtype == x.dtype
+        return all(not self._has_variant(name) and self.lora_A[name].weight.dtype == x.dtype
                    and self.lora_B[name].bias is None for name in adapters)
+
+    def _has_variant(self, name: str) -> bool:
+        """DoRA and the like (``lora_variant`` from peft 0.16; ``use_dora`` before)."""
+        return name in getattr(self, "lora_variant", {}) or bool(getattr(self, "use_dora", {}).get(name, False))
