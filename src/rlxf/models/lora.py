@@ -4,7 +4,9 @@
 * rollout engines get *merged* weights (``W + scale * B @ A``) under the base model's names, so the
   built-in decoder, HF ``generate`` and vLLM need no adapter support;
 * a checkpoint holds the adapter alone (``policy_adapter/``, peft's format) and a merged export
-  (``policy/``) that plain ``AutoModelForCausalLM.from_pretrained`` loads.
+  (``policy/``) that plain ``AutoModelForCausalLM.from_pretrained`` loads;
+* adapted ``nn.Linear`` layers are models/lora_layer.py's subclass of peft's, which adds the update into
+  the base output in place (peft's forward makes three output-sized temporaries per layer).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ def _in_place_layers(settings):
     temporaries in the forward; the same parameters and checkpoint format). Not saved in the config."""
     from rlxf.models.lora_layer import InPlaceLoraLinear
 
-    settings._register_custom_module({torch.nn.Linear: InPlaceLoraLinear})
+    if hasattr(settings, "_register_custom_module"):  # peft's (experimental) hook; without it, peft's layer
+        settings._register_custom_module({torch.nn.Linear: InPlaceLoraLinear})
     return settings
 
 
