@@ -5,8 +5,8 @@ the RL runs then start from that policy with ``sft.steps=0``, each in its own pr
 thread, ``threads=1``, the same steps), so peak RSS (``ru_maxrss``, per process) measures the RL phase.
 Only ``model.lora`` and the learning rate differ (adapters take a larger one, as usual). Each arm runs
 ``--repeats`` times, interleaved (full, lora, full, lora, ...): at 3.2M parameters the state LoRA saves
-(gradients and AdamW moments of the base weights, ~38 MB) is the size of glibc's run-to-run heap
-retention, so one pair of runs can land either way. Prints JSON: per run the held-out accuracy before
+(gradients and AdamW moments of the base weights, ~38 MB) is not far above glibc's run-to-run heap
+retention (up to ~17 MiB between runs of one arm), so one pair of runs proves little; compare the medians. Prints JSON: per run the held-out accuracy before
 and after RL, its gain, the peak RSS, the wall time; per arm the medians; the LoRA / full ratios.
 
 ``crossover`` repeats the memory measurement with the same recipe on models of the same family at

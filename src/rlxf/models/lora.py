@@ -4,7 +4,9 @@
 * rollout engines get *merged* weights (``W + scale * B @ A``) under the base model's names, so the
   built-in decoder, HF ``generate`` and vLLM need no adapter support;
 * a checkpoint holds the adapter alone (``policy_adapter/``, peft's format) and a merged export
-  (``policy/``) that plain ``AutoModelForCausalLM.from_pretrained`` loads.
+  (``policy/``) that plain ``AutoModelForCausalLM.from_pretrained`` loads;
+* adapted ``nn.Linear`` layers are models/lora_layer.py's subclass of peft's, which adds the update into
+  the base output in place (peft's forward makes three output-sized temporaries per layer).
 """
 
 from __future__ import annotations
@@ -42,12 +44,24 @@ def apply_lora(model: torch.nn.Module, cfg: LoraConfig) -> torch.nn.Module:
         r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=cfg.target_modules,
         task_type="CAUSAL_LM",
     )
-    return peft.get_peft_model(model, settings)
+    return peft.get_peft_model(model, _in_place_layers(settings))
 
 
 def load_lora(base: torch.nn.Module, adapter_dir: str | Path) -> torch.nn.Module:
     """A saved adapter on ``base``, trainable (resume)."""
-    return _peft().PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True)
+    peft = _peft()
+    settings = _in_place_layers(peft.LoraConfig.from_pretrained(str(adapter_dir)))
+    return peft.PeftModel.from_pretrained(base, str(adapter_dir), is_trainable=True, config=settings)
+
+
+def _in_place_layers(settings):
+    """peft's config, its ``nn.Linear`` targets built as models/lora_layer.py's layer (no output-sized
+    temporaries in the forward; the same parameters and checkpoint format). Not saved in the config."""
+    from rlxf.models.lora_layer import InPlaceLoraLinear
+
+    if hasattr(settings, "_register_custom_module"):  # peft's (experimental) hook; without it, peft's layer
+        settings._register_custom_module({torch.nn.Linear: InPlaceLoraLinear})
+    return settings
 
 
 class MergedWeights(Mapping[str, torch.Tensor]):
