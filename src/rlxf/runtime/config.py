@@ -61,7 +61,7 @@ class RuntimeConfig(_Section):
     gpus_per_role: float = Field(0.0, ge=0, description="GPUs each role actor asks of its bundle")
     max_restarts: int = Field(3, ge=0, description="stateless roles (rollout, reward, reference) restart this often")
     trim_memory: bool = Field(True, description="give freed heap back to the OS after each loop stage (glibc "
-                              "malloc_trim; ~20 MiB less peak RSS, a few % more CPU in page faults; no-op off glibc)")
+                              "malloc_trim; 11-20 MiB less peak RSS on the default recipe, a few % more CPU in page faults; no-op off glibc)")
     weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig, description=WeightSyncConfig.__doc__)
 
     @field_validator("process_roles")
