@@ -108,6 +108,17 @@ def echo_rationale(a: int, b: int, claims: list[int], forget_carries: bool = Fal
     return echoes[0] if len(claims) == 1 else " ".join(f"{n} {e}" for n, e in zip("AB", echoes)), believed
 
 
+def sum_then_echo(a: int, b: int, claims: list[int], forget_carries: bool = False, units_first: bool = False,
+                  ) -> tuple[str, int]:
+    """The sum first, then the echo of each claim against that written sum (``sum 355 vs 3!5``): the arithmetic
+    happens before the claim is read back, and the echo compares two numbers that are both in view.
+    ``units_first``: the sum and the echo from the right (``sum 553 vs 5!5``), the order in which the digits
+    follow from the operands, while copying the claim backwards is harder than working the sum out."""
+    believed = add_without_carry(a, b) if forget_carries else a + b
+    mine = str(believed)[::-1] if units_first else str(believed)
+    return f"sum {mine} vs {echo_rationale(a, b, claims, forget_carries, units_first)[0]}", believed
+
+
 def working_then_copy(working: Callable[[int, int, bool], tuple[str, int]]):
     def rationale(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
         text, believed = working(a, b, forget_carries)
@@ -119,6 +130,7 @@ def working_then_copy(working: Callable[[int, int, bool], tuple[str, int]]):
 RATIONALES: dict[str, Callable[[int, int, list[int], bool], tuple[str, int]]] = {
     "columns": working_then_copy(digit_rationale), "sum": working_then_copy(sum_rationale), "aligned": aligned_rationale,
     "sum_columns": sum_then_columns, "echo": echo_rationale, "echo_right": partial(echo_rationale, units_first=True),
+    "sum_echo": sum_then_echo, "sum_echo_right": partial(sum_then_echo, units_first=True),
 }
 
 
