@@ -75,6 +75,18 @@ def test_units_first_echo(a, b, claims, forget, expected):
     assert RATIONALES["echo_right"](a, b, claims, forget) == expected
 
 
+@pytest.mark.parametrize("name, claims, expected", [
+    ("sum_echo", [345], "sum 355 vs 3!5"),
+    ("sum_echo", [356], "sum 355 vs 35!5"),
+    ("sum_echo_right", [355], "sum 553 vs 553="),  # the sum from the right, then the claim read the same way
+    ("sum_echo_right", [356], "sum 553 vs !5"),
+    ("sum_echo_right", [355, 345], "sum 553 vs A 553= B 5!5"),
+])
+def test_sum_then_echo(name, claims, expected):
+    assert RATIONALES[name](347, 8, claims) == (expected, 355)
+    assert RATIONALES[name](347, 8, [355], True)[0].startswith("sum 345" if name == "sum_echo" else "sum 543")
+
+
 def test_wrong_candidates_are_wrong():
     rng = random.Random(0)
     assert all(wrong_candidate(a, b, rng) != a + b for a in range(0, 1000, 7) for b in range(10))
