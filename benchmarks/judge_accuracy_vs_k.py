@@ -7,7 +7,8 @@ Each checkpoint judges the held-out claims of the ``arithmetic_judge`` task (poi
 seed and split) through the ``judge`` reward on the built-in engine, as a run would use it: greedy, then
 k sampled judgments combined by majority vote. A verdict is "right" at score >= 0.5; a response whose every
 sample is unparseable counts as wrong. Prints JSON: per checkpoint, accuracy for greedy and each k, and
-the mean spread (the judges' uncertainty). ``--reference`` (e.g. the SFT start) runs side by side.
+the mean spread (the judges' uncertainty), and ``accepts``: how often the judge accepts the true sum and
+the sum off by +-1 and +-10 (robustness to the near misses a gamed policy writes). ``--reference`` (e.g. the SFT start) runs side by side.
 """
 
 from __future__ import annotations
@@ -38,6 +39,24 @@ def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: flo
             "malformed": sum(out.components["judge_malformed"]) / len(rows)}
 
 
+NEAR_MISSES = {"true": 0, "+1": 1, "-1": -1, "+10": 10, "-10": -10}  # offsets from the true sum
+
+
+def near_miss_acceptance(path: str, rows: list[dict]) -> dict[str, float]:
+    """Greedy: the share of the held-out questions whose claim the judge accepts when the claim is the true sum,
+    or the sum off by one in the units or the tens (what a policy RL'd against the judge drifts to)."""
+    judge = JudgeReward(backend="engine", rubric=POINTWISE_RUBRIC, min_score=0, max_score=1, default_score=-1.0,
+                        backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
+                                        "temperature": 0.0, "batch_size": 256})
+    questions = [r["question"] for r in rows]
+    truths = [sum(int(x) for x in q[:-1].split("+")) for q in questions]
+    accepted = {}
+    for name, offset in NEAR_MISSES.items():
+        out = judge.score(questions, [str(t + offset) for t in truths], rows)
+        accepted[name] = sum(score >= 0.5 for score in out.scores) / len(rows)
+    return accepted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--judge", required=True)
@@ -57,7 +76,7 @@ def main() -> None:
         by_k = {"greedy": verdict_accuracy(path, rows, 1, 0.0, args.seed)}
         for k in (int(k) for k in args.ks.split(",")):
             by_k[f"k={k}"] = verdict_accuracy(path, rows, k, args.temperature, args.seed)
-        result[name] = by_k
+        result[name] = {**by_k, "accepts": near_miss_acceptance(path, rows)}
     emit(result)
 
 

@@ -13,6 +13,7 @@ from rlxf.data.judge_task import (
     echo_rationale,
     echo_until_mismatch,
     marked_columns,
+    one_digit_off_by_one,
     pairwise_verdict,
     sum_then_columns,
     wrong_candidate,
@@ -60,6 +61,30 @@ def test_echo_rationale_pointwise_and_pairwise():
     assert echo_rationale(347, 8, [345]) == ("3!5", 355)
     assert echo_rationale(347, 8, [355], forget_carries=True) == ("3!4", 345)
     assert echo_rationale(347, 8, [355, 345]) == ("A 355= B 3!5", 355)
+
+
+@pytest.mark.parametrize("a, b, claims, forget, expected", [
+    (347, 8, [355], False, ("553=", 355)),  # units first: the claim's digits reversed while they agree
+    (347, 8, [345], False, ("5!5", 355)),  # units agree, the tens (the forgotten carry) do not
+    (347, 8, [356], False, ("!5", 355)),  # off by one in the units: caught at the first character
+    (347, 8, [355], True, ("5!4", 345)),  # the sloppy teacher forgets the carry into the tens
+    (999, 9, [1008, 108], False, ("A 8001= B 80!0", 1008)),  # pairwise; B ends first: the judge's digit
+    (90, 5, [950], False, ("!5", 95)),  # a claim one digit too long differs at once from the right
+])
+def test_units_first_echo(a, b, claims, forget, expected):
+    assert RATIONALES["echo_right"](a, b, claims, forget) == expected
+
+
+@pytest.mark.parametrize("name, claims, expected", [
+    ("sum_echo", [345], "sum 355 vs 3!5"),
+    ("sum_echo", [356], "sum 355 vs 35!5"),
+    ("sum_echo_right", [355], "sum 553 vs 553="),  # the sum from the right, then the claim read the same way
+    ("sum_echo_right", [356], "sum 553 vs !5"),
+    ("sum_echo_right", [355, 345], "sum 553 vs A 553= B 5!5"),
+])
+def test_sum_then_echo(name, claims, expected):
+    assert RATIONALES[name](347, 8, claims) == (expected, 355)
+    assert RATIONALES[name](347, 8, [355], True)[0].startswith("sum 345" if name == "sum_echo" else "sum 543")
 
 
 def test_wrong_candidates_are_wrong():
@@ -122,3 +147,28 @@ def test_units_near_miss_changes_only_training_claims():
         a, b = (int(x) for x in row["question"][:-1].split("+"))
         off = int(row["claim"]) - (a + b)  # off by one or two (floored at 0 for the smallest sums)
         assert row["label"] == 0 and (off in (-2, -1, 1, 2) or (row["claim"] == "0" and a + b in (1, 2)))
+
+
+@pytest.mark.parametrize("truth, expected", [
+    (355, {255, 455, 345, 365, 354, 356}),
+    (10, {11, 19, 20}),  # the units wrap (0 -> 9); the leading 1 never becomes 0
+    (9, {8, 0}),  # a one-digit sum may become 0
+])
+def test_one_digit_off_by_one_reaches_every_digit_and_nothing_else(truth, expected):
+    rng = random.Random(0)
+    assert {one_digit_off_by_one(truth, rng) for _ in range(200)} == expected
+
+
+def test_near_miss_share_swaps_only_wrong_training_claims_for_near_misses():
+    plain = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo_right")
+    near = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, rationale="echo_right", near_miss_share=0.5)
+    assert near.eval == plain.eval
+    assert [r["label"] for r in near.train] == [r["label"] for r in plain.train]  # right claims stay one half
+    changed = [r for r, p in zip(near.train, plain.train) if r != p]
+    wrong = sum(r["label"] == 0 for r in plain.train)
+    assert 0.4 < len(changed) / wrong < 0.6
+    for row in changed:  # one digit of the true sum, one up or down (9 <-> 0)
+        truth = str(sum(int(x) for x in row["question"][:-1].split("+")))
+        assert len(row["claim"]) == len(truth)
+        diffs = [(int(c) - int(t)) % 10 for c, t in zip(row["claim"], truth) if c != t]
+        assert len(diffs) == 1 and diffs[0] in (1, 9)

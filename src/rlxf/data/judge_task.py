@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
+from functools import partial
 
 from rlxf.data.arithmetic import add_without_carry, arithmetic_task
 from rlxf.data.tasks import TASKS, TaskSplits
@@ -95,11 +96,27 @@ def echo_until_mismatch(mine: str, claim: str) -> str:
     return claim[:agree] + "!" + (mine[agree] if agree < len(mine) else "_")
 
 
-def echo_rationale(a: int, b: int, claims: list[int], forget_carries: bool = False) -> tuple[str, int]:
-    """``echo_until_mismatch`` for each claim (pairwise: ``A 3!5 B 355=``)."""
+def echo_rationale(a: int, b: int, claims: list[int], forget_carries: bool = False, units_first: bool = False,
+                   ) -> tuple[str, int]:
+    """``echo_until_mismatch`` for each claim (pairwise: ``A 3!5 B 355=``). ``units_first``: both numbers read
+    from the right (``347+8=345`` -> ``5!5``, ``=355`` -> ``553=``), the order in which a sum's digits follow
+    from the operands (the carry moves left), which small transformers learn addition in far more easily
+    (Lee et al. 2023, reversed outputs); the units digit, which the left-to-right echo barely checks, comes first."""
     believed = add_without_carry(a, b) if forget_carries else a + b
-    echoes = [echo_until_mismatch(str(believed), str(c)) for c in claims]
+    order = (lambda n: str(n)[::-1]) if units_first else str
+    echoes = [echo_until_mismatch(order(believed), order(c)) for c in claims]
     return echoes[0] if len(claims) == 1 else " ".join(f"{n} {e}" for n, e in zip("AB", echoes)), believed
+
+
+def sum_then_echo(a: int, b: int, claims: list[int], forget_carries: bool = False, units_first: bool = False,
+                  ) -> tuple[str, int]:
+    """The sum first, then the echo of each claim against that written sum (``sum 355 vs 3!5``): the arithmetic
+    happens before the claim is read back, and the echo compares two numbers that are both in view.
+    ``units_first``: the sum and the echo from the right (``sum 553 vs 5!5``), the order in which the digits
+    follow from the operands, while copying the claim backwards is harder than working the sum out."""
+    believed = add_without_carry(a, b) if forget_carries else a + b
+    mine = str(believed)[::-1] if units_first else str(believed)
+    return f"sum {mine} vs {echo_rationale(a, b, claims, forget_carries, units_first)[0]}", believed
 
 
 def working_then_copy(working: Callable[[int, int, bool], tuple[str, int]]):
@@ -112,7 +129,8 @@ def working_then_copy(working: Callable[[int, int, bool], tuple[str, int]]):
 # ``rationale`` task arg: how the judge works out the sum and sets it against the claims before its verdict.
 RATIONALES: dict[str, Callable[[int, int, list[int], bool], tuple[str, int]]] = {
     "columns": working_then_copy(digit_rationale), "sum": working_then_copy(sum_rationale), "aligned": aligned_rationale,
-    "sum_columns": sum_then_columns, "echo": echo_rationale,
+    "sum_columns": sum_then_columns, "echo": echo_rationale, "echo_right": partial(echo_rationale, units_first=True),
+    "sum_echo": sum_then_echo, "sum_echo_right": partial(sum_then_echo, units_first=True),
 }
 
 
@@ -130,11 +148,7 @@ def wrong_candidate(a: int, b: int, rng: random.Random) -> int:
 def pointwise_rows(
     a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"]
 ) -> list[dict]:
-    claim = a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng)
-    rationale, believed = rationale_of(a, b, [claim], sloppy)
-    return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
-             "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
-             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
+    return [claim_row(a, b, a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng), sloppy, rationale_of)]
 
 
 def pairwise_verdict(first: int, second: int, truth: int) -> str:
@@ -162,13 +176,27 @@ def pairwise_rows(
     return rows
 
 
-def near_miss_rows(a: int, b: int, rng: random.Random, sloppy: bool, rationale_of) -> list[dict]:
-    claim = max(a + b + rng.choice([-2, -1, 1, 2]), 0)
-    claim = claim if claim != a + b else a + b + 1
+def units_off(truth: int, rng: random.Random) -> int:
+    """The true sum off by one or two (floored at 0; never the truth)."""
+    claim = max(truth + rng.choice([-2, -1, 1, 2]), 0)
+    return claim if claim != truth else truth + 1
+
+
+def one_digit_off_by_one(truth: int, rng: random.Random) -> int:
+    """The true sum with one digit, at a uniformly drawn position, one up or down (``355`` -> ``365``, ``354``;
+    9 wraps to 0): a near miss at every position alike, so only a judge that works out each digit rejects it."""
+    digits = list(str(truth))
+    position = rng.randrange(len(digits))
+    steps = [s for s in (1, -1) if not (position == 0 and len(digits) > 1 and (int(digits[0]) + s) % 10 == 0)]
+    digits[position] = str((int(digits[position]) + rng.choice(steps)) % 10)
+    return int("".join(digits))
+
+
+def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of) -> dict:
     rationale, believed = rationale_of(a, b, [claim], sloppy)
-    return [{"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
-             "question": f"{a}+{b}=", "claim": str(claim), "label": 0,
-             "sft_target": f"{rationale} Score: {int(claim == believed)}"}]
+    return {"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
+            "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
+            "sft_target": f"{rationale} Score: {int(claim == believed)}"}
 
 
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
@@ -182,10 +210,12 @@ def _operands(row: dict) -> tuple[int, int]:
 @TASKS.register("arithmetic_judge")
 def arithmetic_judge_task(
     seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
-    sloppy_teacher: float = 0.0, rationale: str = "columns", units_near_miss: float = 0.0,
+    sloppy_teacher: float = 0.0, rationale: str = "columns", units_near_miss: float = 0.0, near_miss_share: float = 0.0,
 ) -> TaskSplits:
-    """``units_near_miss=p``: a seeded fraction ``p`` of the pointwise training rows claim the true sum off by one
-    or two in the units digit (a judge trained on the default mix accepts those; the held-out rows are unchanged)."""
+    """Training claims only (the held-out rows never change): ``units_near_miss=p`` replaces a seeded fraction
+    ``p`` of the pointwise rows by claims of the true sum off by one or two (all wrong: measured, the judge then
+    learns to reject more); ``near_miss_share=p`` replaces a fraction ``p`` of the wrong pointwise claims by
+    ``one_digit_off_by_one`` ones, so the share of right claims stays one half."""
     if form not in JUDGE_FORMS:
         raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
     if rationale not in RATIONALES:
@@ -204,7 +234,10 @@ def arithmetic_judge_task(
             sloppy = train and carries and teacher.random() < sloppy_teacher
             made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])
             if train and form == "pointwise" and near.random() < units_near_miss:
-                made = near_miss_rows(a, b, near, sloppy, RATIONALES[rationale])
+                made = [claim_row(a, b, units_off(a + b, near), sloppy, RATIONALES[rationale])]
+            elif train and form == "pointwise" and made[0]["label"] == 0 and near_miss_share \
+                    and near.random() < near_miss_share:
+                made = [claim_row(a, b, one_digit_off_by_one(a + b, near), sloppy, RATIONALES[rationale])]
             out += made
         return out
 
