@@ -48,8 +48,8 @@ SWEEPS = [
     ("dpo", "dpo.yaml", [], []),  # as shipped, with its own SFT stage (the command-line check)
     ("online_dpo", "online_dpo.yaml", [], []),
     ("reward_model", "reward_model.yaml", ["sft.steps=0", f"preference.steps={RM_STEPS}"], [FROM_SFT]),
-    ("grpo_reward_model", "grpo_reward_model.yaml",
-     ["sft.steps=0", f"train.steps={RL_STEPS}", "eval.every=10", "checkpoint.every=0"],
+    ("grpo_reward_model", "grpo_reward_model.yaml",  # the recipe's 40 steps
+     ["sft.steps=0", "eval.every=10", "checkpoint.every=0"],
      [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model/seed_{{{{seed}}}}/checkpoints/step_{RM_STEPS:06d}/reward_model"]),
     ("tool_use", "tool_use.yaml", [], []),
     ("reasoning_gym", "reasoning_gym.yaml", [], []),
