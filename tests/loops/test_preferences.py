@@ -16,6 +16,7 @@ from rlxf.data.preferences import (
 )
 from rlxf.data.wrong_answers import (
     any_number,
+    carry_flipped,
     one_digit_changed,
     one_digit_more_or_less,
     teacher_mistake,
@@ -90,6 +91,16 @@ def test_arithmetic_pairs_reject_the_no_carry_or_an_off_by_one_answer():
     import random
 
     assert teacher_mistake(12, 3, random.Random(0)) in ("14", "16")  # no carry: off by one
+
+
+def test_carry_flipped_drops_a_carry_or_adds_one():
+    import random
+
+    rng = random.Random(0)
+    assert carry_flipped(47, 8, rng) == "45"  # 55 carries: the teacher's no-carry sum
+    assert carry_flipped(999, 9, rng) == "998"  # 1008: every carry dropped
+    assert carry_flipped(520, 3, rng) == "533"  # 523 does not carry: a spurious carry into the tens
+    assert carry_flipped(0, 0, rng) == "10"
 
 
 def _one_deletion_apart(short: str, long: str) -> bool:

@@ -6,6 +6,8 @@ pleases: GRPO against it found ``487+1=788`` (scored ~9, above the true sum). A 
 digit and at any length, so ``rejected`` mixes kinds by weight (each row draws one kind):
 
 * ``teacher``: the no-carry sum where it differs, else off by one (the default, and DPO's pairs);
+* ``carry``: the carries flipped: the no-carry sum where the sum carries, else a spurious carry into the
+  tens (``520+3`` -> ``533``, the mistake GRPO learned against a teacher-only reward model);
 * ``digit``: one digit of the true sum changed (any position);
 * ``length``: one digit inserted into or dropped from the true sum;
 * ``random``: any number with up to one digit more than the true sum.
@@ -31,6 +33,14 @@ def teacher_mistake(a: int, b: int, rng: random.Random) -> str:
     if sloppy != a + b:
         return str(sloppy)
     return str(max(a + b + rng.choice((-1, 1)), 0) if a + b else 1)
+
+
+@WRONG_ANSWERS.register("carry")
+def carry_flipped(a: int, b: int, rng: random.Random) -> str:
+    """The sum with its carries flipped: without a carry where there is one (the teacher's no-carry sum),
+    with a spurious one into the tens where there is none (``520+3`` -> ``533``)."""
+    sloppy = add_without_carry(a, b)
+    return str(sloppy if sloppy != a + b else a + b + 10)
 
 
 @WRONG_ANSWERS.register("digit")
