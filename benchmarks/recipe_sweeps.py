@@ -8,7 +8,8 @@ The SFT warm-up runs once per seed (``recipes/sft.yaml``, ``seed=S``); every onl
 reward model -> GRPO chain then start from that seed's SFT policy (``rlxf sweep --per-seed
 model.path=OUT/sft/seed_{seed}/...``, ``sft.steps=0``), so the presets of one seed share their start.
 DPO and online DPO run as shipped (their own SFT stage), and so do tool use and reasoning-gym (tasks of
-their own). Each
+their own). The reward model -> GRPO chain runs as shipped (500 reward-model steps, 40 GRPO steps);
+``*_teacher_only`` is that chain before its rejected answers included the spurious carry. Each
 sweep is ``rlxf sweep ... --parallel 1`` (one thread per run); ``--table-only`` rebuilds the table
 from the run folders (and each recipe's ``sweep.png``). Prints the markdown table, then each recipe's numbers as JSON.
 """
@@ -52,10 +53,11 @@ SWEEPS = [
     ("reward_model", "reward_model.yaml", ["sft.steps=0", f"preference.steps={RM_STEPS}"], [FROM_SFT]),
     ("grpo_reward_model", "grpo_reward_model.yaml", ["sft.steps=0", "eval.every=10", "checkpoint.every=0"],
      [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model/seed_{{seed}}/{RM_CHECKPOINT}"]),  # the recipe's 40 steps
-    # before the carry-flipped rejected answers: the sloppy teacher's mistakes alone
+    # before the carry-flipped rejected answers: the sloppy teacher's mistakes alone (GRPO ran 20 steps)
     ("reward_model_teacher_only", "reward_model.yaml",
      ["sft.steps=0", f"preference.steps={RM_STEPS}", "data.task_args.rejected={teacher: 1}"], [FROM_SFT]),
-    ("grpo_reward_model_teacher_only", "grpo_reward_model.yaml", ["sft.steps=0", "eval.every=10", "checkpoint.every=0"],
+    ("grpo_reward_model_teacher_only", "grpo_reward_model.yaml",
+     ["sft.steps=0", f"train.steps={RL_STEPS}", "eval.every=10", "checkpoint.every=0"],
      [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model_teacher_only/seed_{{seed}}/{RM_CHECKPOINT}"]),
     ("tool_use", "tool_use.yaml", [], []),
     ("reasoning_gym", "reasoning_gym.yaml", [], []),
