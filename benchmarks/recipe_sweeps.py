@@ -8,7 +8,8 @@ The SFT warm-up runs once per seed (``recipes/sft.yaml``, ``seed=S``); every onl
 reward model -> GRPO chain then start from that seed's SFT policy (``rlxf sweep --per-seed
 model.path=OUT/sft/seed_{seed}/...``, ``sft.steps=0``), so the presets of one seed share their start.
 DPO and online DPO run as shipped (their own SFT stage), and so do tool use and reasoning-gym (tasks of
-their own). Each
+their own). The reward model -> GRPO chain runs as shipped (500 reward-model steps, 40 GRPO steps);
+``*_teacher_only`` is that chain before its rejected answers included the spurious carry. Each
 sweep is ``rlxf sweep ... --parallel 1`` (one thread per run); ``--table-only`` rebuilds the table
 from the run folders (and each recipe's ``sweep.png``). Prints the markdown table, then each recipe's numbers as JSON.
 """
@@ -29,8 +30,10 @@ from rlxf.sweep.runs import SeedRun, read_curve, seed_overrides  # noqa: E402
 
 RECIPES = Path(__file__).parents[1] / "src" / "rlxf" / "recipes"
 RL_STEPS = 20  # per preset, as the slow acceptance tests run fewer steps than the recipe's 100
-FROM_SFT = "model.path={out}/sft/seed_{{seed}}/checkpoints/step_000300/policy"
+FROM_SFT = "model.path={out}/sft/seed_{seed}/checkpoints/step_000300/policy"  # {out}, {seed}: filled per run
 RM_STEPS = 500  # the recipe's count (250 gave pair accuracy 0.785-0.875, and GRPO gamed the weakest)
+RM_CHECKPOINT = f"checkpoints/step_{RM_STEPS:06d}/reward_model"
+
 PRESETS = ["grpo", "ppo", "dr_grpo", "dapo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "remax", "gspo",
            "cispo"]
 
@@ -48,18 +51,29 @@ SWEEPS = [
     ("dpo", "dpo.yaml", [], []),  # as shipped, with its own SFT stage (the issue's command-line check)
     ("online_dpo", "online_dpo.yaml", [], []),
     ("reward_model", "reward_model.yaml", ["sft.steps=0", f"preference.steps={RM_STEPS}"], [FROM_SFT]),
-    ("grpo_reward_model", "grpo_reward_model.yaml",
+    ("grpo_reward_model", "grpo_reward_model.yaml", ["sft.steps=0", "eval.every=10", "checkpoint.every=0"],
+     [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model/seed_{{seed}}/{RM_CHECKPOINT}"]),  # the recipe's 40 steps
+    # before the carry-flipped rejected answers: the sloppy teacher's mistakes alone (GRPO ran 20 steps)
+    ("reward_model_teacher_only", "reward_model.yaml",
+     ["sft.steps=0", f"preference.steps={RM_STEPS}", "data.task_args.rejected={teacher: 1}"], [FROM_SFT]),
+    ("grpo_reward_model_teacher_only", "grpo_reward_model.yaml",
      ["sft.steps=0", f"train.steps={RL_STEPS}", "eval.every=10", "checkpoint.every=0"],
-     [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model/seed_{{{{seed}}}}/checkpoints/step_{RM_STEPS:06d}/reward_model"]),
+     [FROM_SFT, f"reward.kwargs.path={{out}}/reward_model_teacher_only/seed_{{seed}}/{RM_CHECKPOINT}"]),
     ("tool_use", "tool_use.yaml", [], []),
     ("reasoning_gym", "reasoning_gym.yaml", [], []),
 ]
 
 
+def filled(templates: list[str], out: Path) -> list[str]:
+    """Overrides with ``{out}`` filled in (``{seed}`` is left to ``--per-seed``)."""
+    return [t.replace("{out}", str(out)) for t in templates]
+
+
 def sweep_command(name: str, recipe: str | None, overrides: list[str], per_seed: list[str], out: Path,
                   seeds: list[int]) -> list[str]:
-    fills = [f"--per-seed={p.format(out=out)}" for p in per_seed]
-    return [sys.executable, "-m", "rlxf.cli", "sweep", *([str(RECIPES / recipe)] if recipe else []), *overrides,
+    fills = [f"--per-seed={p}" for p in filled(per_seed, out)]
+    return [sys.executable, "-m", "rlxf.cli", "sweep", *([str(RECIPES / recipe)] if recipe else []),
+            *filled(overrides, out),
             *fills, "--first-seed", str(seeds[0]), "--seeds", str(len(seeds)), "--parallel", "1", "--out", str(out / name)]
 
 
@@ -82,12 +96,12 @@ def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed
         run_dir = out / name / f"seed_{seed}"
         if finished(run_dir):
             continue
-        fills = seed_overrides([p.format(out=out) for p in per_seed], seed)
-        for path in (Path(fill.split("=", 1)[1]) for fill in fills):
+        fills = seed_overrides(filled(per_seed, out), seed)
+        for path in (Path(f.split("=", 1)[1]) for f in fills if f.split("=", 1)[0].endswith("path")):
             while not path.exists():  # another sweep (the SFT runs) is still writing this seed's start
                 time.sleep(20)
         config = load_config(str(RECIPES / recipe) if recipe else None,
-                             [*overrides, *fills, f"seed={seed}", f"run_dir={run_dir}", "threads=1",
+                             [*filled(overrides, out), *fills, f"seed={seed}", f"run_dir={run_dir}", "threads=1",
                               "logging.progress_bar=false", "logging.plot=false"])
         with open(out / name / f"seed_{seed}.log", "a") as log:
             get_loop(config.loop)(config, write=lambda text: print(text, file=log, flush=True))

@@ -13,7 +13,14 @@ from rlxf.data.preferences import (
     normalise_pair,
     pair_batch,
     preference_file,
-    wrong_answer,
+)
+from rlxf.data.wrong_answers import (
+    any_number,
+    carry_flipped,
+    one_digit_changed,
+    one_digit_more_or_less,
+    teacher_mistake,
+    wrong_answer_picker,
 )
 
 
@@ -83,4 +90,56 @@ def test_arithmetic_pairs_reject_the_no_carry_or_an_off_by_one_answer():
     assert carry["rejected"] == "45"  # the sloppy teacher's answer
     import random
 
-    assert wrong_answer(12, 3, random.Random(0)) in ("14", "16")  # no carry: off by one
+    assert teacher_mistake(12, 3, random.Random(0)) in ("14", "16")  # no carry: off by one
+
+
+def test_carry_flipped_drops_a_carry_or_adds_one():
+    import random
+
+    rng = random.Random(0)
+    assert carry_flipped(47, 8, rng) == "45"  # 55 carries: the teacher's no-carry sum
+    assert carry_flipped(999, 9, rng) == "998"  # 1008: every carry dropped
+    assert carry_flipped(520, 3, rng) == "533"  # 523 does not carry: a spurious carry into the tens
+    assert carry_flipped(0, 0, rng) == "10"
+
+
+def _one_deletion_apart(short: str, long: str) -> bool:
+    return len(long) == len(short) + 1 and any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+@pytest.mark.parametrize("a,b", [(0, 0), (5, 5), (99, 1), (487, 1), (905, 5), (999, 9)])
+def test_each_wrong_answer_kind_is_wrong_in_its_own_way(a, b):
+    import random
+
+    rng, truth = random.Random(a * 10 + b), str(a + b)
+    for _ in range(30):
+        digit = one_digit_changed(a, b, rng)
+        assert len(digit) == len(truth) and sum(x != y for x, y in zip(digit, truth)) == 1
+        assert digit == "0" or not digit.startswith("0")
+        length = one_digit_more_or_less(a, b, rng)
+        assert _one_deletion_apart(truth, length) or _one_deletion_apart(length, truth)
+        assert length == "0" or not length.startswith("0")
+        guess = any_number(a, b, rng)
+        assert guess != truth and 0 <= int(guess) < 10 ** (len(truth) + 1)
+    assert {one_digit_more_or_less(0, 0, random.Random(seed)) for seed in range(50)} == {f"{d}0" for d in range(1, 10)}
+
+
+def test_rejected_mixes_the_kinds_by_weight_and_keeps_the_default_pairs():
+    mixed = arithmetic_preferences(seed=0, eval_size=20, digits=2, b_digits=1, rejected={"length": 3, "digit": 1})
+    default = arithmetic_preferences(seed=0, eval_size=20, digits=2, b_digits=1)
+    assert default.train == arithmetic_preferences(seed=0, eval_size=20, digits=2, b_digits=1,
+                                                   rejected={"teacher": 1}).train
+    rows = mixed.train
+    assert len(rows) == 980 and all(r["rejected"] != r["chosen"] for r in rows)  # 100 x 10 problems, 20 held out
+    other_length = sum(len(r["rejected"]) != len(r["chosen"]) for r in rows) / len(rows)
+    assert 0.6 <= other_length <= 0.9  # 3 of 4 drawn as `length`; `digit` keeps the length
+    assert [r["prompt"] for r in mixed.eval] == [r["prompt"] for r in default.eval]
+
+
+@pytest.mark.parametrize("weights,message", [({"digits": 1}, "unknown wrong-answer kind 'digits'; known: .*digit"),
+                                             ({"digit": 0}, "positive weight"), ({}, "positive weight")])
+def test_rejected_refuses_unknown_kinds_and_bad_weights(weights, message):
+    import random
+
+    with pytest.raises(ValueError, match=f"arithmetic_preferences: rejected: .*{message}"):
+        wrong_answer_picker(weights, random.Random(0))

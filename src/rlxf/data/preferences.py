@@ -10,7 +10,8 @@ A row takes one of three shapes (plus any metadata, e.g. ``answer`` for a held-o
 :func:`normalise_pair` turns each into ``(prompt row, chosen text, rejected text)``; the pair's
 token batch (:func:`pair_batch`) is the SFT batch of the chosen and the rejected response.
 ``arithmetic_preferences`` builds pairs locally from the arithmetic task: the true result chosen,
-a wrong one rejected (the no-carry answer of the sloppy teacher where it differs, else off by one).
+a wrong one rejected (by default the no-carry answer of the sloppy teacher where it differs, else off by
+one; ``rejected`` mixes in other kinds of wrong answer, :mod:`rlxf.data.wrong_answers`).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import random
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.data.arithmetic import add_without_carry, arithmetic_task
+from rlxf.data.arithmetic import arithmetic_task
 from rlxf.data.files import DatasetError, read_records, split_files, validate_row
 from rlxf.data.sft_examples import sft_batch
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.wrong_answers import wrong_answer_picker
 
 
 def _is_chat(value) -> bool:
@@ -81,25 +83,21 @@ def without_eos(batch: TrajectoryBatch, eos_id: int, pad_id: int) -> TrajectoryB
     return batch
 
 
-def wrong_answer(a: int, b: int, rng: random.Random) -> str:
-    """The sloppy teacher's no-carry sum when it differs from ``a + b``, else ``a + b`` off by one."""
-    sloppy = add_without_carry(a, b)
-    if sloppy != a + b:
-        return str(sloppy)
-    return str(max(a + b + rng.choice((-1, 1)), 0) if a + b else 1)
-
-
 @TASKS.register("arithmetic_preferences")
-def arithmetic_preferences(seed: int, eval_size: int, **task_args) -> TaskSplits:
-    """The arithmetic task (same split, same ``sft_target``) with ``chosen`` / ``rejected`` added."""
+def arithmetic_preferences(seed: int, eval_size: int, rejected: dict[str, float] | None = None,
+                           **task_args) -> TaskSplits:
+    """The arithmetic task (same split, same ``sft_target``) with ``chosen`` / ``rejected`` added.
+
+    ``rejected``: weights of the kinds of wrong answer (:mod:`rlxf.data.wrong_answers`); default
+    ``{teacher: 1}``, the sloppy teacher's mistakes."""
     if set(task_args.get("ops", "+")) != {"+"} or task_args.get("reverse"):
         raise ValueError("arithmetic_preferences: only forward addition (ops '+') is supported")
     splits = arithmetic_task(seed, eval_size, **task_args)
-    rng = random.Random(seed + 2)
+    wrong_answer = wrong_answer_picker(rejected or {"teacher": 1.0}, random.Random(seed + 2))
 
     def with_pair(row: dict) -> dict:
         a, b = (int(x) for x in row["prompt"].rstrip("=").split("+"))
-        return {**row, "chosen": row["answer"], "rejected": wrong_answer(a, b, rng)}
+        return {**row, "chosen": row["answer"], "rejected": wrong_answer(a, b)}
 
     return TaskSplits(train=[with_pair(r) for r in splits.train], eval=[with_pair(r) for r in splits.eval])
 
