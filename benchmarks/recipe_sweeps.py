@@ -47,6 +47,7 @@ def _preset(name: str) -> tuple[str, str | None, list[str], list[str]]:
 # (name, recipe, overrides, per-seed overrides); in order: a sweep only needs the ones above it
 SWEEPS = [
     ("sft", "sft.yaml", [], []),
+    ("default_as_shipped", "default.yaml", [], []),  # the default recipe exactly as shipped: its own SFT, 100 steps
     *[_preset(name) for name in PRESETS],
     ("dpo", "dpo.yaml", [], []),  # as shipped, with its own SFT stage (the command-line check)
     ("online_dpo", "online_dpo.yaml", [], []),
