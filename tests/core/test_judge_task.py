@@ -13,11 +13,11 @@ from rlxf.data.judge_task import (
     echo_rationale,
     echo_until_mismatch,
     marked_columns,
-    one_digit_off_by_one,
     pairwise_verdict,
     sum_then_columns,
     wrong_candidate,
 )
+from rlxf.data.wrong_answers import one_digit_off_by_one
 from rlxf.rewards.judge_agreement import JudgeAgreementReward
 
 

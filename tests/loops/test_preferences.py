@@ -17,6 +17,7 @@ from rlxf.data.preferences import (
 from rlxf.data.wrong_answers import (
     any_number,
     carry_flipped,
+    near_miss,
     one_digit_changed,
     one_digit_more_or_less,
     teacher_mistake,
@@ -101,6 +102,14 @@ def test_carry_flipped_drops_a_carry_or_adds_one():
     assert carry_flipped(999, 9, rng) == "998"  # 1008: every carry dropped
     assert carry_flipped(520, 3, rng) == "533"  # 523 does not carry: a spurious carry into the tens
     assert carry_flipped(0, 0, rng) == "10"
+
+
+def test_the_near_kind_moves_one_digit_of_the_sum_by_one():
+    import random
+
+    rng = random.Random(0)
+    assert {near_miss(347, 8, rng) for _ in range(200)} == {"455", "255", "365", "345", "356", "354"}  # 355
+    assert {near_miss(95, 5, rng) for _ in range(200)} == {"200", "110", "190", "101", "109"}  # 100: never "000"
 
 
 def _one_deletion_apart(short: str, long: str) -> bool:

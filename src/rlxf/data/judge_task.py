@@ -28,6 +28,7 @@ from functools import partial
 
 from rlxf.data.arithmetic import add_without_carry, arithmetic_task
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.wrong_answers import one_digit_off_by_one, units_off
 
 POINTWISE_RUBRIC = "check {prompt}{response}\n"  # usable as the `judge` reward's rubric (min 0, max 1)
 PAIRWISE_PROMPT = "compare {question} A:{first} B:{second}\n"
@@ -174,22 +175,6 @@ def pairwise_rows(
                      "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": order,
                      "sft_target": f"{rationale} [[{pairwise_verdict(x, y, believed)}]]"})
     return rows
-
-
-def units_off(truth: int, rng: random.Random) -> int:
-    """The true sum off by one or two (floored at 0; never the truth)."""
-    claim = max(truth + rng.choice([-2, -1, 1, 2]), 0)
-    return claim if claim != truth else truth + 1
-
-
-def one_digit_off_by_one(truth: int, rng: random.Random) -> int:
-    """The true sum with one digit, at a uniformly drawn position, one up or down (``355`` -> ``365``, ``354``;
-    9 wraps to 0): a near miss at every position alike, so only a judge that works out each digit rejects it."""
-    digits = list(str(truth))
-    position = rng.randrange(len(digits))
-    steps = [s for s in (1, -1) if not (position == 0 and len(digits) > 1 and (int(digits[0]) + s) % 10 == 0)]
-    digits[position] = str((int(digits[position]) + rng.choice(steps)) % 10)
-    return int("".join(digits))
 
 
 def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of) -> dict:

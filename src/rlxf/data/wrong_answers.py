@@ -10,7 +10,8 @@ digit and at any length, so ``rejected`` mixes kinds by weight (each row draws o
   tens (``520+3`` -> ``533``, the mistake GRPO learned against a teacher-only reward model);
 * ``digit``: one digit of the true sum changed (any position);
 * ``length``: one digit inserted into or dropped from the true sum;
-* ``random``: any number with up to one digit more than the true sum.
+* ``random``: any number with up to one digit more than the true sum;
+* ``near``: one digit of the true sum, at any position, one up or down (the judge task's near misses).
 """
 
 from __future__ import annotations
@@ -68,6 +69,28 @@ def any_number(a: int, b: int, rng: random.Random) -> str:
         guess = rng.randrange(10 ** (len(str(truth)) + 1))
         if guess != truth:
             return str(guess)
+
+
+def units_off(truth: int, rng: random.Random) -> int:
+    """The true sum off by one or two (floored at 0; never the truth)."""
+    claim = max(truth + rng.choice([-2, -1, 1, 2]), 0)
+    return claim if claim != truth else truth + 1
+
+
+def one_digit_off_by_one(truth: int, rng: random.Random) -> int:
+    """The true sum with one digit, at a uniformly drawn position, one up or down (``355`` -> ``365``, ``354``;
+    9 wraps to 0): a near miss at every position alike, so only a judge that works out each digit rejects it."""
+    digits = list(str(truth))
+    position = rng.randrange(len(digits))
+    steps = [s for s in (1, -1) if not (position == 0 and len(digits) > 1 and (int(digits[0]) + s) % 10 == 0)]
+    digits[position] = str((int(digits[position]) + rng.choice(steps)) % 10)
+    return int("".join(digits))
+
+
+@WRONG_ANSWERS.register("near")
+def near_miss(a: int, b: int, rng: random.Random) -> str:
+    """``one_digit_off_by_one`` of the true sum (the judge task's ``near_miss_share`` claims)."""
+    return str(one_digit_off_by_one(a + b, rng))
 
 
 def wrong_answer_picker(weights: dict[str, float], rng: random.Random):
