@@ -48,6 +48,7 @@ def _preset(name: str) -> tuple[str, str | None, list[str], list[str]]:
 SWEEPS = [
     ("sft", "sft.yaml", [], []),
     ("default_as_shipped", "default.yaml", [], []),  # the default recipe exactly as shipped: its own SFT, 100 steps
+    ("ppo_as_shipped", "default.yaml", ["algorithm.name=ppo"], []),  # the same with PPO
     *[_preset(name) for name in PRESETS],
     ("dpo", "dpo.yaml", [], []),  # as shipped, with its own SFT stage (the command-line check)
     ("online_dpo", "online_dpo.yaml", [], []),
