@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import emit  # noqa: E402
 from rlxf.config import load_config  # noqa: E402
+from rlxf.data.arithmetic import addends  # noqa: E402
 from rlxf.data.judge_task import POINTWISE_RUBRIC  # noqa: E402
 from rlxf.loops.rl import train_rl  # noqa: E402
 from rlxf.rewards.arithmetic import is_correct  # noqa: E402
@@ -54,8 +55,7 @@ def sources(args) -> dict[str, list[str]]:
 
 
 def true_sum(prompt: str) -> str:
-    a, b = prompt.rstrip("=").split("+")
-    return str(int(a) + int(b))
+    return str(sum(addends(prompt)))
 
 
 def read_run(run_dir: Path) -> dict:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
-from rlxf.data.arithmetic import arithmetic_task  # noqa: E402
+from rlxf.data.arithmetic import addends, arithmetic_task  # noqa: E402
 from rlxf.data.wrong_answers import WRONG_ANSWERS  # noqa: E402
 from rlxf.rewards.reward_model import SequenceClassifierReward  # noqa: E402
 
@@ -84,7 +84,7 @@ def main() -> None:
     parser.add_argument("--ensemble", action="store_true", help="also the mean of the models' z-scores")
     ns = parser.parse_args()
     held_out = arithmetic_task(ns.seed, 200, digits=3, b_digits=1, ops="+", sloppy_teacher=0.7).eval[:ns.problems]
-    problems = [tuple(int(x) for x in row["prompt"].rstrip("=").split("+")) for row in held_out]
+    problems = [addends(row["prompt"]) for row in held_out]
     prompts = [row["prompt"] for row in held_out]
     rows = candidates(problems, ns.per_kind)
     texts = [prompts[i] for i, _, _ in rows]

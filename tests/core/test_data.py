@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from rlxf.data.arithmetic import arithmetic_task
+from rlxf.data.arithmetic import addends, arithmetic_row, arithmetic_task
 from rlxf.data.files import DatasetError, file_task, read_rows
 from rlxf.data.prompts import PromptStream
 
@@ -103,3 +103,8 @@ def test_repeat_task_ramble_makes_a_few_demonstrations_check_at_length_whatever_
     assert scores == [1.0, 1.1]
     with pytest.raises(ValueError, match="ramble"):
         repeat_task(seed=0, eval_size=32, ramble=1.5)
+
+
+def test_addends_inverts_the_addition_prompt():
+    assert addends("347+8=") == (347, 8)
+    assert addends(arithmetic_row(0, "+", 9)["prompt"]) == (0, 9)

@@ -38,6 +38,12 @@ def arithmetic_row(a: int, op: str, b: int, reverse: bool = False, sloppy: bool 
     return {"prompt": f"{a}{op}{b}=", "answer": answer, "sft_target": target}
 
 
+def addends(prompt: str) -> tuple[int, int]:
+    """``a`` and ``b`` of an addition prompt ``"a+b="`` (the inverse of ``arithmetic_row``'s prompt)."""
+    a, b = prompt.rstrip("=").split("+")
+    return int(a), int(b)
+
+
 @TASKS.register("arithmetic")
 def arithmetic_task(
     seed: int, eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None,

@@ -26,7 +26,7 @@ import random
 from collections.abc import Callable
 from functools import partial
 
-from rlxf.data.arithmetic import add_without_carry, arithmetic_task
+from rlxf.data.arithmetic import add_without_carry, addends, arithmetic_task
 from rlxf.data.tasks import TASKS, TaskSplits
 from rlxf.data.wrong_answers import one_digit_off_by_one, units_off
 
@@ -187,11 +187,6 @@ def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of) -> dict:
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
 
 
-def _operands(row: dict) -> tuple[int, int]:
-    a, b = row["prompt"].rstrip("=").split("+")
-    return int(a), int(b)
-
-
 @TASKS.register("arithmetic_judge")
 def arithmetic_judge_task(
     seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
@@ -214,7 +209,7 @@ def arithmetic_judge_task(
     def rows(split: list[dict], train: bool) -> list[dict]:
         out = []
         for problem in split:
-            a, b = _operands(problem)
+            a, b = addends(problem["prompt"])
             carries = add_without_carry(a, b) != a + b
             sloppy = train and carries and teacher.random() < sloppy_teacher
             made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])

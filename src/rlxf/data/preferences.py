@@ -21,7 +21,7 @@ import random
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.data.arithmetic import arithmetic_task
+from rlxf.data.arithmetic import addends, arithmetic_task
 from rlxf.data.files import DatasetError, read_records, split_files, validate_row
 from rlxf.data.sft_examples import sft_batch
 from rlxf.data.tasks import TASKS, TaskSplits
@@ -96,7 +96,7 @@ def arithmetic_preferences(seed: int, eval_size: int, rejected: dict[str, float]
     wrong_answer = wrong_answer_picker(rejected or {"teacher": 1.0}, random.Random(seed + 2))
 
     def with_pair(row: dict) -> dict:
-        a, b = (int(x) for x in row["prompt"].rstrip("=").split("+"))
+        a, b = addends(row["prompt"])
         return {**row, "chosen": row["answer"], "rejected": wrong_answer(a, b)}
 
     return TaskSplits(train=[with_pair(r) for r in splits.train], eval=[with_pair(r) for r in splits.eval])
