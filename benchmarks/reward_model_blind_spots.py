@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
 from rlxf.data.arithmetic import addends, arithmetic_task  # noqa: E402
 from rlxf.data.wrong_answers import WRONG_ANSWERS  # noqa: E402
+from rlxf.rewards.mix import zscore  # noqa: E402
 from rlxf.rewards.reward_model import SequenceClassifierReward  # noqa: E402
 
 KINDS = ["teacher", "carry", "digit", "length", "random"]
@@ -70,11 +71,6 @@ def blind_spots(rows: list[tuple[int, str, str]], scores: list[float], prompts: 
             "edits_above_truth": round(statistics.fmean(above.values()), 2), "worst": worst}
 
 
-def zscored(values: list[float]) -> list[float]:
-    mean, std = statistics.fmean(values), statistics.pstdev(values)
-    return [(v - mean) / std for v in values]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", required=True, help="NAME=PATH of a saved reward model")
@@ -94,8 +90,8 @@ def main() -> None:
         every[name] = SequenceClassifierReward(path, batch_size=256).score(texts, [a for _, a, _ in rows],
                                                                            [{}] * len(rows)).scores
         emit({"model": name, "seed": ns.seed, **blind_spots(rows, every[name], prompts)})
-    if ns.ensemble:  # z-scored over all the texts, as `mix` with `normalize: zscore` does over a step's samples
-        mean = [statistics.fmean(column) for column in zip(*(zscored(s) for s in every.values()))]
+    if ns.ensemble:  # z-scored over all the texts by `mix`'s own `zscore`, as it does over a step's samples
+        mean = [statistics.fmean(column) for column in zip(*(zscore(s) for s in every.values()))]
         emit({"model": f"ensemble of {len(every)} (mean z-score)", "seed": ns.seed, **blind_spots(rows, mean, prompts)})
 
 
