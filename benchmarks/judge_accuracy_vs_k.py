@@ -1,7 +1,8 @@
 """A judge's held-out verdict accuracy against the number of sampled judgments k (``judge.samples``).
 
     python benchmarks/judge_accuracy_vs_k.py --judge runs/grm/checkpoints/step_000060/policy \
-        [--reference runs/grm/checkpoints/step_000000/policy] [--ks 1,3,5] [--temperature 1.0] [--eval-size 200]
+        [--reference runs/grm/checkpoints/step_000000/policy] [--ks 1,3,5] [--temperature 1.0] [--eval-size 200] \
+        [--protocol solve_first]
 
 Each checkpoint judges the held-out claims of the ``arithmetic_judge`` task (pointwise, the grm recipe's
 seed and split) through the ``judge`` reward on the built-in engine, as a run would use it: greedy, then
@@ -22,13 +23,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 
 from common import emit  # noqa: E402
-from rlxf.data.judge_task import POINTWISE_RUBRIC, arithmetic_judge_task  # noqa: E402
+from rlxf.data.judge_task import JUDGE_RUBRICS, arithmetic_judge_task  # noqa: E402
 from rlxf.rewards.judge import JudgeReward  # noqa: E402
 
 
-def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: float, seed: int) -> dict:
+def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: float, seed: int,
+                     protocol: str = "solve_first") -> dict:
     torch.manual_seed(seed)
-    judge = JudgeReward(backend="engine", rubric=POINTWISE_RUBRIC, min_score=0, max_score=1, default_score=-1.0,
+    judge = JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1, default_score=-1.0,
                         samples=samples, aggregate="vote",
                         backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
                                         "temperature": temperature, "batch_size": 256})
@@ -42,10 +44,10 @@ def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: flo
 NEAR_MISSES = {"true": 0, "+1": 1, "-1": -1, "+10": 10, "-10": -10}  # offsets from the true sum
 
 
-def near_miss_acceptance(path: str, rows: list[dict]) -> dict[str, float]:
+def near_miss_acceptance(path: str, rows: list[dict], protocol: str = "solve_first") -> dict[str, float]:
     """Greedy: the share of the held-out questions whose claim the judge accepts when the claim is the true sum,
     or the sum off by one in the units or the tens (what a policy RL'd against the judge drifts to)."""
-    judge = JudgeReward(backend="engine", rubric=POINTWISE_RUBRIC, min_score=0, max_score=1, default_score=-1.0,
+    judge = JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1, default_score=-1.0,
                         backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
                                         "temperature": 0.0, "batch_size": 256})
     questions = [r["question"] for r in rows]
@@ -65,6 +67,8 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--eval-size", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--protocol", default="solve_first", choices=sorted(JUDGE_RUBRICS),
+                        help="how the judge was trained to be shown a claim (the grm recipe's data.task_args.protocol)")
     args = parser.parse_args()
     rows = arithmetic_judge_task(args.seed, args.eval_size, form="pointwise", digits=3, b_digits=1).eval
     checkpoints = {"judge": args.judge, **({"reference": args.reference} if args.reference else {})}
@@ -73,10 +77,10 @@ def main() -> None:
         parser.error(f"no checkpoint (config.json) at {', '.join(missing)}")
     result = {"eval_claims": len(rows), "temperature": args.temperature}
     for name, path in checkpoints.items():
-        by_k = {"greedy": verdict_accuracy(path, rows, 1, 0.0, args.seed)}
+        by_k = {"greedy": verdict_accuracy(path, rows, 1, 0.0, args.seed, args.protocol)}
         for k in (int(k) for k in args.ks.split(",")):
-            by_k[f"k={k}"] = verdict_accuracy(path, rows, k, args.temperature, args.seed)
-        result[name] = {**by_k, "accepts": near_miss_acceptance(path, rows)}
+            by_k[f"k={k}"] = verdict_accuracy(path, rows, k, args.temperature, args.seed, args.protocol)
+        result[name] = {**by_k, "accepts": near_miss_acceptance(path, rows, args.protocol)}
     emit(result)
 
 

@@ -3,7 +3,7 @@
     python benchmarks/reward_hacking_comparison.py --judge runs/grm/checkpoints/step_000150/policy \
         [--untrained-judge PATH] [--reward-model runs/reward_model/checkpoints/step_000500/reward_model] \
         [--start runs/policy_sft/checkpoints/step_000000/policy] [--steps 40] [--out runs/hacking] \
-        [--override sft.steps=100 ...]
+        [--protocol solve_first] [--override sft.steps=100 ...]
 
 Every source trains the default recipe's policy (same seed, same SFT start, same steps) with GRPO; held-out
 evaluation always uses the rule verifier (true accuracy), and the monitors score each step's samples with the
@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
 from rlxf.config import load_config  # noqa: E402
 from rlxf.data.arithmetic import addends  # noqa: E402
-from rlxf.data.judge_task import POINTWISE_RUBRIC  # noqa: E402
+from rlxf.data.judge_task import JUDGE_RUBRICS  # noqa: E402
 from rlxf.loops.rl import train_rl  # noqa: E402
 from rlxf.rewards.arithmetic import is_correct  # noqa: E402
 
 
-def judge_reward(path: str) -> str:
-    kwargs = {"backend": "engine", "rubric": POINTWISE_RUBRIC, "min_score": 0, "max_score": 1,
+def judge_reward(path: str, protocol: str) -> str:
+    kwargs = {"backend": "engine", "rubric": JUDGE_RUBRICS[protocol], "min_score": 0, "max_score": 1,
               "backend_kwargs": {"path": path, "chat_template": False, "max_new_tokens": 64}}
     return f"reward.kwargs={json.dumps(kwargs)}"
 
@@ -44,8 +44,8 @@ def sources(args) -> dict[str, list[str]]:
         "verifier": (True, ["reward.function=arithmetic"]),
         "reward_model": (args.reward_model, ["reward.function=reward_model",
                                              f"reward.kwargs={json.dumps({'path': args.reward_model})}"]),
-        "trained_judge": (args.judge, ["reward.function=judge", judge_reward(args.judge or "")]),
-        "untrained_judge": (args.untrained_judge, ["reward.function=judge", judge_reward(args.untrained_judge or "")]),
+        "trained_judge": (args.judge, ["reward.function=judge", judge_reward(args.judge or "", args.protocol)]),
+        "untrained_judge": (args.untrained_judge, ["reward.function=judge", judge_reward(args.untrained_judge or "", args.protocol)]),
     }
     wanted = set(args.sources.split(",")) if args.sources else set(candidates)
     unknown = wanted - set(candidates)
@@ -78,6 +78,8 @@ def main() -> None:
     parser.add_argument("--judge")
     parser.add_argument("--untrained-judge")
     parser.add_argument("--reward-model")
+    parser.add_argument("--protocol", default="solve_first", choices=sorted(JUDGE_RUBRICS),
+                        help="how the judges were trained to be shown a claim (the grm recipe's data.task_args.protocol)")
     parser.add_argument("--start", help="a saved policy every source starts from (skips each run's SFT stage)")
     parser.add_argument("--sources", help="comma-separated subset of the sources to run (default: all given)")
     parser.add_argument("--steps", type=int, default=40)

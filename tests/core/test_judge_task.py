@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from rlxf.data.arithmetic import add_without_carry
+from rlxf.data.arithmetic import add_without_carry, addends
 from rlxf.data.judge_task import (
     RATIONALES,
     aligned_rationale,
@@ -97,10 +97,12 @@ def test_pairwise_verdict(first, second, expected):
     assert pairwise_verdict(first, second, truth=355) == expected
 
 
+@pytest.mark.parametrize("protocol", ["one_turn", "solve_first"])
 @pytest.mark.parametrize("rationale", sorted(RATIONALES))
 @pytest.mark.parametrize("form", ["pointwise", "pairwise"])
-def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form, rationale):
-    splits = arithmetic_judge_task(seed=0, eval_size=50, form=form, digits=2, b_digits=1, rationale=rationale)
+def test_labels_are_true_and_an_honest_teacher_agrees_with_them(form, rationale, protocol):
+    splits = arithmetic_judge_task(seed=0, eval_size=50, form=form, digits=2, b_digits=1, rationale=rationale,
+                                   protocol=protocol)
     reward = JudgeAgreementReward()
     rows = splits.train + splits.eval
     out = reward.score([r["prompt"] for r in rows], [r["sft_target"] for r in rows], rows)
@@ -172,3 +174,38 @@ def test_near_miss_share_swaps_only_wrong_training_claims_for_near_misses():
         assert len(row["claim"]) == len(truth)
         diffs = [(int(c) - int(t)) % 10 for c, t in zip(row["claim"], truth) if c != t]
         assert len(diffs) == 1 and diffs[0] in (1, 9)
+
+
+def test_solve_first_rows_hold_the_question_then_the_claim_in_two_turns():
+    splits = arithmetic_judge_task(seed=0, eval_size=50, digits=3, b_digits=1, rationale="echo", protocol="solve_first")
+    one_turn = arithmetic_judge_task(seed=0, eval_size=50, digits=3, b_digits=1, rationale="echo")
+    assert [r["label"] for r in splits.eval] == [r["label"] for r in one_turn.eval]  # the same claims
+    for row, same in zip(splits.eval, one_turn.eval):
+        assert row["claim"] == same["claim"] and row["prompt"] == f"check {row['question']}\n"
+        assert row["turns"] == [{"user": f"check {row['question']}\n"}, {"user": f"claim {row['claim']}\n"}]
+        # the judge's own sum, end of turn, the claim (shown by the environment), then the one-turn working
+        truth = sum(map(int, row["question"][:-1].split("+")))
+        assert row["sft_target"] == f"{truth}</s>claim {row['claim']}\n{same['sft_target']}"
+
+
+def test_solve_first_by_hand():
+    from rlxf.data.judge_task import solve_first
+    assert solve_first("pointwise", "347+8=", "345", 355, "3!5 Score: 0") == {
+        "prompt": "check 347+8=\n", "turns": [{"user": "check 347+8=\n"}, {"user": "claim 345\n"}],
+        "sft_target": "355</s>claim 345\n3!5 Score: 0"}
+    assert solve_first("pairwise", "347+8=", "A:355 B:345", 345, "A 3!4 B 345= [[B]]", eos="<|im_end|>") == {
+        "prompt": "compare 347+8=\n", "turns": [{"user": "compare 347+8=\n"}, {"user": "A:355 B:345\n"}],
+        "sft_target": "345<|im_end|>A:355 B:345\nA 3!4 B 345= [[B]]"}
+
+
+def test_solve_first_sloppy_teacher_answers_without_carries_in_its_first_turn():
+    splits = arithmetic_judge_task(seed=0, eval_size=50, digits=2, b_digits=1, sloppy_teacher=1.0, rationale="echo",
+                                   protocol="solve_first")
+    for row in splits.train:
+        a, b = addends(row["question"])
+        assert row["sft_target"].startswith(f"{add_without_carry(a, b)}</s>claim {row['claim']}\n")
+
+
+def test_unknown_protocol_is_named():
+    with pytest.raises(ValueError, match="unknown protocol 'telepathy'"):
+        arithmetic_judge_task(seed=0, eval_size=10, protocol="telepathy")

@@ -87,3 +87,21 @@ def test_reasoning_gym_task_and_scorer():
     reward = build_reward("reasoning_gym")
     out = reward.score(["", ""], [rows[0]["answer"], f"<answer>{int(rows[1]['answer']) + 1}</answer>"], rows)
     assert out.scores == [1.0, 0.0] and out.components["correct"] == [1.0, 0.0]
+
+
+def test_scored_last_rewards_only_the_reply_to_the_last_message():
+    """A solve-first judge: its first turn is working (unscored), its reply to the claim is the verdict."""
+    env = SimulatedUserEnv(user_format="{message}", reply_separator="", scored="last", reward="judge_agreement")
+    task = {"turns": [{"user": "check 347+8=\n"}, {"user": "claim 345\n"}], "form": "pointwise", "label": 0}
+    assert env.reset(task) == "check 347+8=\n"
+    assert env.step("355") == ("claim 345\n", 0.0, False, {"components": {}})
+    obs, reward, done, info = env.step("3!5 Score: 0")
+    assert (obs, reward, done, info["components"]["correct"]) == (None, 1.0, True, 1.0)
+    env.reset(task)
+    env.step("Score: 1")  # a verdict in the first turn earns nothing, and is not read
+    assert env.step("345= Score: 1")[1:3] == (0.0, True)
+
+
+def test_unknown_scored_mode_is_named():
+    with pytest.raises(ValueError, match="scored must be one of"):
+        SimulatedUserEnv(scored="first")

@@ -109,3 +109,55 @@ def test_engine_backend_on_tiny_model_scores_its_greedy_reply(tiny_model_dir):
     assert out.scores == [0.37 if p is None else p for p in parsed]
     assert out.components["judge_malformed"] == [float(p is None) for p in parsed]
     assert out.components["judge_failed"] == [0.0, 0.0]
+
+
+def solving_judge(prompts):
+    """Answers a question with its own sum (wrong for 9+9), then grades the shown claim against it."""
+    replies = []
+    for conversation in prompts:
+        if isinstance(conversation, str):
+            replies.append(None)
+        elif len(conversation) == 1:
+            question = conversation[0]["content"].split()[1].rstrip("=")
+            a, b = map(int, question.split("+"))
+            replies.append(None if a == 7 else str(a + b if (a, b) != (9, 9) else 17))
+        else:
+            mine, claim = conversation[1]["content"], conversation[2]["content"].split()[1]
+            replies.append(f"Score: {int(mine == claim)}")
+    return replies
+
+
+SEEN: list = []
+
+
+def recording_judge(prompts):
+    SEEN.extend([dict(m) for m in c] for c in prompts)  # copies: the reward extends its conversations in place
+    return solving_judge(prompts)
+
+
+def test_a_rubric_of_turns_shows_the_response_only_after_the_judge_answers():
+    SEEN.clear()
+    seen = SEEN
+    reward = JudgeReward(backend="tests.rewards.test_judge:recording_judge", rubric=["check {prompt}\n", "claim {response}\n"],
+                         min_score=0, max_score=1)
+    out = reward.score(["3+4=", "3+4=", "9+9=", "7+1="], ["7", "8", "17", "8"], [{}] * 4)
+    # right, wrong, wrong but the judge's own mistake agrees (17), the first turn failed (scored default, counted)
+    assert out.scores == [1.0, 0.0, 1.0, 0.0] and out.components["judge_failed"] == [0.0, 0.0, 0.0, 1.0]
+    firsts = [c for c in seen if len(c) == 1]
+    assert [c[0]["content"] for c in firsts] == ["check 3+4=\n", "check 3+4=\n", "check 9+9=\n", "check 7+1=\n"]
+    seconds = [c for c in seen if len(c) == 3]  # the failed conversation never gets its second turn
+    assert seconds[1] == [{"role": "user", "content": "check 3+4=\n"}, {"role": "assistant", "content": "7"},
+                          {"role": "user", "content": "claim 8\n"}] and len(seconds) == 3
+
+
+def test_plain_transcript_closes_the_judges_own_turns():
+    from rlxf.rewards.judge_backends import plain_transcript
+    conversation = [{"role": "user", "content": "check 347+8=\n"}, {"role": "assistant", "content": "355"},
+                    {"role": "user", "content": "claim 345\n"}]
+    assert plain_transcript(conversation, "</s>") == "check 347+8=\n355</s>claim 345\n"
+    assert plain_transcript("check 347+8=345\n", "</s>") == "check 347+8=345\n"
+
+
+def test_a_rubric_must_be_text_or_turns():
+    with pytest.raises(ValueError, match="one per turn"):
+        JudgeReward(backend="tests.rewards.test_judge:fake_judge", rubric=[])

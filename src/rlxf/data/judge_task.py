@@ -31,7 +31,6 @@ from rlxf.data.tasks import TASKS, TaskSplits
 from rlxf.data.wrong_answers import one_digit_off_by_one, units_off
 
 POINTWISE_RUBRIC = "check {prompt}{response}\n"  # usable as the `judge` reward's rubric (min 0, max 1)
-PAIRWISE_PROMPT = "compare {question} A:{first} B:{second}\n"
 HARD_NEGATIVE_SHARE = 0.7  # of the wrong candidates of carrying problems: the forgotten-carry sum
 
 
@@ -147,9 +146,11 @@ def wrong_candidate(a: int, b: int, rng: random.Random) -> int:
 
 
 def pointwise_rows(
-    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"]
+    a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"],
+    protocol=None,
 ) -> list[dict]:
-    return [claim_row(a, b, a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng), sloppy, rationale_of)]
+    claim = a + b if rng.random() < 0.5 else wrong_candidate(a, b, rng)
+    return [claim_row(a, b, claim, sloppy, rationale_of, protocol)]
 
 
 def pairwise_verdict(first: int, second: int, truth: int) -> str:
@@ -160,7 +161,7 @@ def pairwise_verdict(first: int, second: int, truth: int) -> str:
 
 def pairwise_rows(
     a: int, b: int, rng: random.Random, sloppy: bool, both_orders: bool, rationale_of=RATIONALES["columns"],
-    tie_fraction: float = 0.2,
+    protocol=None, tie_fraction: float = 0.2,
 ) -> list[dict]:
     wrong = wrong_candidate(a, b, rng)
     other = a + b
@@ -171,17 +172,45 @@ def pairwise_rows(
     rows = []
     for order, (x, y) in enumerate(orders):
         rationale, believed = rationale_of(a, b, [x, y], sloppy)
-        rows.append({"prompt": PAIRWISE_PROMPT.format(question=f"{a}+{b}=", first=x, second=y), "form": "pairwise",
-                     "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": order,
-                     "sft_target": f"{rationale} [[{pairwise_verdict(x, y, believed)}]]"})
+        shown = f"A:{x} B:{y}"
+        rows.append({**(protocol or one_turn)("pairwise", f"{a}+{b}=", shown, believed,
+                                             f"{rationale} [[{pairwise_verdict(x, y, believed)}]]"),
+                     "form": "pairwise", "label": pairwise_verdict(x, y, a + b), "pair": f"{a}+{b}", "order": order})
     return rows
 
 
-def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of) -> dict:
+def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of, protocol=None) -> dict:
     rationale, believed = rationale_of(a, b, [claim], sloppy)
-    return {"prompt": POINTWISE_RUBRIC.format(prompt=f"{a}+{b}=", response=claim), "form": "pointwise",
-            "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b),
-            "sft_target": f"{rationale} Score: {int(claim == believed)}"}
+    return {**(protocol or one_turn)("pointwise", f"{a}+{b}=", str(claim), believed,
+                                     f"{rationale} Score: {int(claim == believed)}"),
+            "form": "pointwise", "question": f"{a}+{b}=", "claim": str(claim), "label": int(claim == a + b)}
+
+
+# How the judge is shown the question and the claims. `one_turn`: all at once (``check 347+8=345``).
+# `solve_first`: the question alone, the judge answers it (its own sum, then end of turn), and only then the
+# claims, as the `simulated_user` environment's second message (``check 347+8=`` -> ``355</s>`` ->
+# ``claim 345`` -> ``3!5 Score: 0``). Shown everything at once, a tiny judge copies the claim's units digit
+# instead of adding (measured: it accepts the sum + 1 as often as the truth, and a policy RL'd against it
+# learns to write sums off by one); a judge that answers before it reads the claim cannot copy it. The same
+# remedy as reference-guided judging for LLM judges anchored by a wrong answer (Zheng et al. 2023, MT-Bench).
+ONE_TURN_PROMPTS = {"pointwise": "check {question}{shown}\n", "pairwise": "compare {question} {shown}\n"}
+SOLVE_FIRST_TURNS = {"pointwise": ("check {question}\n", "claim {shown}\n"), "pairwise": ("compare {question}\n", "{shown}\n")}
+# the `judge` reward's rubric for a solve-first judge: one user message per turn
+SOLVE_FIRST_RUBRIC = ["check {prompt}\n", "claim {response}\n"]
+
+
+def one_turn(form: str, question: str, shown: str, believed: int, working: str) -> dict:
+    return {"prompt": ONE_TURN_PROMPTS[form].format(question=question, shown=shown), "sft_target": working}
+
+
+def solve_first(form: str, question: str, shown: str, believed: int, working: str, eos: str = "</s>") -> dict:
+    ask, show = (turn.format(question=question, shown=shown) for turn in SOLVE_FIRST_TURNS[form])
+    return {"prompt": ask, "turns": [{"user": ask}, {"user": show}], "sft_target": f"{believed}{eos}{show}{working}"}
+
+
+PROTOCOLS: dict[str, Callable[..., dict]] = {"one_turn": one_turn, "solve_first": solve_first}
+# the `judge` reward's rubric for a judge trained with each protocol (pointwise)
+JUDGE_RUBRICS: dict[str, str | list[str]] = {"one_turn": POINTWISE_RUBRIC, "solve_first": SOLVE_FIRST_RUBRIC}
 
 
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
@@ -191,6 +220,7 @@ JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows
 def arithmetic_judge_task(
     seed: int, eval_size: int, form: str = "pointwise", digits: int = 3, b_digits: int | None = 1,
     sloppy_teacher: float = 0.0, rationale: str = "columns", units_near_miss: float = 0.0, near_miss_share: float = 0.0,
+    protocol: str = "one_turn", eos: str = "</s>",
 ) -> TaskSplits:
     """Training claims only (the held-out rows never change): ``units_near_miss=p`` replaces a seeded fraction
     ``p`` of the pointwise rows by claims of the true sum off by one or two (all wrong: measured, the judge then
@@ -198,6 +228,9 @@ def arithmetic_judge_task(
     ``one_digit_off_by_one`` ones, so the share of right claims stays one half."""
     if form not in JUDGE_FORMS:
         raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"arithmetic_judge task: unknown protocol {protocol!r}; known: {sorted(PROTOCOLS)}")
+    shown_as = partial(solve_first, eos=eos) if protocol == "solve_first" else PROTOCOLS[protocol]
     if rationale not in RATIONALES:
         raise ValueError(f"arithmetic_judge task: unknown rationale {rationale!r}; known: {sorted(RATIONALES)}")
     if not 0.0 <= sloppy_teacher <= 1.0:
@@ -212,12 +245,13 @@ def arithmetic_judge_task(
             a, b = addends(problem["prompt"])
             carries = add_without_carry(a, b) != a + b
             sloppy = train and carries and teacher.random() < sloppy_teacher
-            made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale])
+            made = make_rows(a, b, rng, sloppy, both_orders=not train, rationale_of=RATIONALES[rationale],
+                             protocol=shown_as)
             if train and form == "pointwise" and near.random() < units_near_miss:
-                made = [claim_row(a, b, units_off(a + b, near), sloppy, RATIONALES[rationale])]
+                made = [claim_row(a, b, units_off(a + b, near), sloppy, RATIONALES[rationale], shown_as)]
             elif train and form == "pointwise" and made[0]["label"] == 0 and near_miss_share \
                     and near.random() < near_miss_share:
-                made = [claim_row(a, b, one_digit_off_by_one(a + b, near), sloppy, RATIONALES[rationale])]
+                made = [claim_row(a, b, one_digit_off_by_one(a + b, near), sloppy, RATIONALES[rationale], shown_as)]
             out += made
         return out
 

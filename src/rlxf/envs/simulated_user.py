@@ -11,6 +11,10 @@ or come as 0.
 
 Messages are rendered with ``user_format`` / ``assistant_prefix`` (default: the char model's plain
 "user: ...\\nassistant: " chat format); only the new message is tokenized, never the transcript.
+
+``scored: last`` scores only the reply to the script's last message (earlier turns earn 0 and log no
+components): a conversation whose earlier turns are working, not answers, such as a judge that solves the
+question before it is shown the claim (``data/judge_task.py``, ``protocol: solve_first``).
 """
 
 from __future__ import annotations
@@ -30,12 +34,18 @@ def scripted_user(task: dict, history: list[tuple[str, str]]) -> str | None:
     return turns[asked]["user"] if asked < len(turns) else None
 
 
+SCORED_TURNS = ("every", "last")
+
+
 @ENVS.register("simulated_user")
 class SimulatedUserEnv:
     def __init__(
         self, user: str = "script", reward: str = "arithmetic", reward_kwargs: dict[str, Any] | None = None,
-        user_format: str = "user: {message}\nassistant: ", reply_separator: str = "\n",
+        user_format: str = "user: {message}\nassistant: ", reply_separator: str = "\n", scored: str = "every",
     ) -> None:
+        if scored not in SCORED_TURNS:
+            raise ValueError(f"simulated_user: scored must be one of {SCORED_TURNS}, got {scored!r}")
+        self.scored = scored
         self.user: Callable = scripted_user if user == "script" else import_object(user)
         self.scorer = AnswerScorer(reward, reward_kwargs)
         self.user_format = user_format
@@ -58,8 +68,8 @@ class SimulatedUserEnv:
         turn = sum(1 for role, _ in self.history if role == "user") - 1
         self.history.append(("assistant", action))
         turns = self.task.get("turns") or []
-        reward, components = (self.scorer.score({**self.task, **turns[turn]}, action)
-                              if turn < len(turns) else (0.0, {}))
+        scored = turn < len(turns) and (self.scored == "every" or turn == len(turns) - 1)
+        reward, components = self.scorer.score({**self.task, **turns[turn]}, action) if scored else (0.0, {})
         following = self._say()
         if following is None:
             return None, reward, True, {"components": components}

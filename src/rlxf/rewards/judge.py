@@ -18,6 +18,12 @@ and is counted (components ``judge_malformed``, ``judge_failed``); only a batch 
 (the endpoint is down) stops the run, with an error naming the endpoint. With ``samples: k`` the k scores
 of a response are averaged or voted (``rewards/judge_votes.py``), their spread is the component
 ``judge_spread``.
+
+``rubric`` may be a list: one user message per turn, the judge answering each, its score read from its last
+reply. ``["Solve this yourself first:\\n{prompt}", "Now grade this answer: {response} ..."]`` is
+reference-guided judging: the judge works the question out before it reads the response, so a wrong
+response cannot anchor its working (``data/judge_task.py``, ``protocol: solve_first``). Each of the k
+samples is its own conversation.
 """
 
 from __future__ import annotations
@@ -44,7 +50,8 @@ DEFAULT_RUBRIC = (
 @REWARDS.register("judge")
 class JudgeReward:
     def __init__(
-        self, backend: str = "engine", backend_kwargs: dict[str, Any] | None = None, rubric: str = DEFAULT_RUBRIC,
+        self, backend: str = "engine", backend_kwargs: dict[str, Any] | None = None,
+        rubric: str | list[str] = DEFAULT_RUBRIC,
         min_score: float = 0.0, max_score: float = 10.0, default_score: float = 0.0, samples: int = 1,
         aggregate: str = "mean",
     ) -> None:
@@ -59,13 +66,33 @@ class JudgeReward:
             raise ValueError(f"judge: samples={samples} at backend temperature 0 asks {samples} times for the same "
                              "reply; set backend_kwargs.temperature > 0")
         self.samples, self.aggregate = samples, aggregate
-        self.rubric = rubric
+        self.turns = [rubric] if isinstance(rubric, str) else list(rubric)
+        if not self.turns or not all(isinstance(turn, str) for turn in self.turns):
+            raise ValueError("judge: rubric must be a text or a non-empty list of texts (one per turn)")
         self.min_score, self.max_score, self.default_score = min_score, max_score, default_score
 
-    def judge_prompt(self, prompt: str, response: str, row: dict) -> str:
+    def judge_prompt(self, prompt: str, response: str, row: dict, turn: int = 0) -> str:
         reference = f"Reference answer: {row['answer']}\n" if "answer" in row else ""
-        return self.rubric.format(prompt=prompt, response=response, reference=reference,
-                                  min_score=self.min_score, max_score=self.max_score)
+        return self.turns[turn].format(prompt=prompt, response=response, reference=reference,
+                                       min_score=self.min_score, max_score=self.max_score)
+
+    def converse(self, cases: list[tuple[str, str, dict]]) -> list[str | None]:
+        """The judge's last reply to each case's turns (None: a request failed, and its later turns are skipped)."""
+        if len(self.turns) == 1:
+            return self.backend.generate([self.judge_prompt(*case) for case in cases])
+        conversations: list[list[dict] | None] = [[] for _ in cases]
+        replies: list[str | None] = [None] * len(cases)
+        for turn in range(len(self.turns)):
+            live = [i for i, c in enumerate(conversations) if c is not None]
+            for i in live:
+                conversations[i].append({"role": "user", "content": self.judge_prompt(*cases[i], turn=turn)})
+            for i, reply in zip(live, self.backend.generate([conversations[i] for i in live])):
+                replies[i] = reply
+                if reply is None:
+                    conversations[i] = None
+                else:
+                    conversations[i].append({"role": "assistant", "content": reply})
+        return replies
 
     def normalized(self, reply: str | None) -> float | None:
         parsed = parse_judge_score(reply, self.min_score, self.max_score)
@@ -73,8 +100,7 @@ class JudgeReward:
 
     def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
         k = self.samples
-        requests = [self.judge_prompt(p, r, m) for p, r, m in zip(prompts, responses, metadata) for _ in range(k)]
-        replies = self.backend.generate(requests)
+        replies = self.converse([(p, r, m) for p, r, m in zip(prompts, responses, metadata) for _ in range(k)])
         scores, malformed, failed, spread = [], [], [], []
         for start in range(0, len(replies), k):
             samples = replies[start: start + k]

@@ -5,6 +5,9 @@
   in parallel threads, each retried with backoff; the API key read from the environment variable
   ``api_key_env``);
 * ``module:attr``: any callable ``(prompts) -> replies``.
+
+A prompt is a text (one user message) or a conversation: a list of ``{"role", "content"}`` messages ending
+with the user's (a multi-turn rubric, ``rewards/judge.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,19 @@ from rlxf.registry import Registry
 from rlxf.rewards.http_client import EndpointError, RetryPolicy, post_json
 
 JUDGE_BACKENDS: Registry[Callable[..., Any]] = Registry("judge backend")
+Prompt = str | list[dict]
+
+
+def as_messages(prompt: Prompt) -> list[dict]:
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else prompt
+
+
+def plain_transcript(prompt: Prompt, end_of_turn: str) -> str:
+    """A conversation for a model without a chat template: the messages in order, each of the judge's own
+    replies closed by the end-of-turn text it was trained to stop with (``355</s>``)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "".join(m["content"] + (end_of_turn if m["role"] == "assistant" else "") for m in prompt)
 
 
 @JUDGE_BACKENDS.register("engine")
@@ -36,15 +52,18 @@ class EngineJudge:
         self.chat_template = chat_template and self.tokenizer.chat_template is not None
         self.batch_size = batch_size
 
-    def generate(self, prompts: list[str]) -> list[str | None]:
-        from rlxf.data.prompt_tokens import render_prompt
+    def render(self, prompt: Prompt) -> str:
+        if self.chat_template:
+            return self.tokenizer.apply_chat_template(as_messages(prompt), tokenize=False, add_generation_prompt=True)
+        return plain_transcript(prompt, self.tokenizer.eos_token or "")
+
+    def generate(self, prompts: list[Prompt]) -> list[str | None]:
         from rlxf.rollout.sampling import SamplingParams
 
         params = SamplingParams(n=1, temperature=self.temperature, max_new_tokens=self.max_new_tokens)
         replies: list[str | None] = []
         for start in range(0, len(prompts), self.batch_size):
-            texts = [render_prompt({"prompt": p}, self.tokenizer, self.chat_template)
-                     for p in prompts[start: start + self.batch_size]]
+            texts = [self.render(p) for p in prompts[start: start + self.batch_size]]
             ids = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
             gen = self.engine.generate(ids, params)
             replies += self.tokenizer.batch_decode(gen.response_ids * gen.response_mask, skip_special_tokens=True)
@@ -68,8 +87,8 @@ class OpenAICompatibleJudge:
         self.policy = RetryPolicy(attempts=attempts, backoff_seconds=backoff_seconds, timeout_seconds=timeout_seconds)
         self.max_parallel = max_parallel
 
-    def ask(self, prompt: str) -> str | EndpointError:
-        body = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+    def ask(self, prompt: Prompt) -> str | EndpointError:
+        body = {"model": self.model, "messages": as_messages(prompt),
                 "max_tokens": self.max_tokens, "temperature": self.temperature}
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         try:
@@ -77,7 +96,7 @@ class OpenAICompatibleJudge:
         except EndpointError as failure:
             return failure
 
-    def generate(self, prompts: list[str]) -> list[str | None]:
+    def generate(self, prompts: list[Prompt]) -> list[str | None]:
         with futures.ThreadPoolExecutor(max_workers=self.max_parallel) as pool:
             replies = list(pool.map(self.ask, prompts))
         failures = [r for r in replies if isinstance(r, EndpointError)]
@@ -97,7 +116,7 @@ class CallableJudge:
     def __init__(self, fn: Callable[[list[str]], list[str | None]]) -> None:
         self.fn = fn
 
-    def generate(self, prompts: list[str]) -> list[str | None]:
+    def generate(self, prompts: list[Prompt]) -> list[str | None]:
         return list(self.fn(prompts))
 
 
