@@ -3,6 +3,9 @@ the `judge` reward with the same two turns, and (slow) the acceptance run: held-
 >= SFT start + 0.15."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +16,7 @@ from rlxf.rewards.judge import JudgeReward
 from tests.conftest import small_overrides
 
 GRM_RECIPE = DEFAULT_RECIPE.parent / "grm.yaml"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.mark.parametrize("protocol", ["solve_first", "one_turn"])
@@ -40,8 +44,31 @@ def test_grm_recipe_trains_a_judge_that_serves_as_a_reward(tmp_path, tiny_model_
         assert len(out.scores) == 2 and all(s in (0.0, 0.5, 1.0) for s in out.scores)
 
 
+@pytest.fixture(scope="module")
+def recipe_judge(tmp_path_factory):
+    """The grm recipe as shipped, trained once for the slow tests."""
+    run_dir = tmp_path_factory.mktemp("grm")
+    summary = train_rl(load_config(GRM_RECIPE, [f"run_dir={run_dir}", "logging.progress_bar=false"]), write=print)
+    return summary, run_dir / "checkpoints" / f"step_{summary['steps']:06d}" / "policy"
+
+
 @pytest.mark.slow
-def test_grm_recipe_reaches_its_targets(tmp_path):  # measured: 0.65 after SFT -> 0.96 at 120 (docs/rewards.md)
-    summary = train_rl(load_config(GRM_RECIPE, [f"run_dir={tmp_path}", "logging.progress_bar=false"]), write=print)
+def test_grm_recipe_reaches_its_targets(recipe_judge):  # measured: 0.65 after SFT -> 0.96 at 120 (docs/rewards.md)
+    summary, _ = recipe_judge
     assert summary["final_eval_accuracy"] >= 0.90, summary
     assert summary["final_eval_accuracy"] - summary["initial_eval_accuracy"] >= 0.15, summary
+
+
+@pytest.mark.slow
+def test_a_policy_rl_trained_against_the_judge_keeps_up_with_the_verifier(recipe_judge, tmp_path):
+    """The hacking comparison's (a) and (c) from the default recipe's SFT start (measured: 0.885 and 0.865)."""
+    _, judge = recipe_judge
+    start = train_rl(load_config(DEFAULT_RECIPE, [f"run_dir={tmp_path / 'start'}", "train.steps=0",
+                                                   "logging.progress_bar=false"]), write=print)
+    assert start["steps"] == 0
+    command = [sys.executable, str(BENCHMARKS / "reward_hacking_comparison.py"), "--steps", "40",
+               "--start", str(tmp_path / "start" / "checkpoints" / "step_000000" / "policy"), "--judge", str(judge),
+               "--sources", "verifier,trained_judge", "--out", str(tmp_path / "hacking")]
+    result = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    verifier, judged = result["verifier"]["final_accuracy"], result["trained_judge"]["final_accuracy"]
+    assert judged >= verifier - 0.05 and judged >= result["trained_judge"]["initial_accuracy"] + 0.15, result

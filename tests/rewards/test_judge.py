@@ -161,3 +161,21 @@ def test_plain_transcript_closes_the_judges_own_turns():
 def test_a_rubric_must_be_text_or_turns():
     with pytest.raises(ValueError, match="one per turn"):
         JudgeReward(backend="tests.rewards.test_judge:fake_judge", rubric=[])
+
+
+def test_openai_backend_carries_the_conversation_of_a_rubric_of_turns():
+    seen = []
+
+    def reply(path, body):
+        seen.append([m["role"] for m in body["messages"]])
+        if len(body["messages"]) == 1:
+            return "My answer: 7"
+        mine = body["messages"][1]["content"].split()[-1]
+        return f"Score: {10 if body['messages'][2]['content'].endswith(mine) else 0}"
+
+    with chat_server(reply) as url:
+        reward = JudgeReward(backend="openai", backend_kwargs={"url": url, "model": "judge-x", "timeout_seconds": 10},
+                             rubric=["Solve this yourself first:\n{prompt}", "Now grade this answer: {response}"])
+        out = reward.score(["3+4=", "3+4="], ["7", "8"], [{}, {}])
+    assert out.scores == [1.0, 0.0]
+    assert sorted(seen) == [["user"], ["user"], ["user", "assistant", "user"], ["user", "assistant", "user"]]
