@@ -85,3 +85,19 @@ def test_rlxf_eval_two_checkpoints_with_the_eval_reward(tmp_path, tiny_model_dir
 def test_rlxf_eval_names_a_missing_checkpoint(tmp_path, capsys):
     assert main(["eval", "--model", str(tmp_path / "nope"), "--quiet"]) == 2
     assert f"--model {tmp_path / 'nope'}: no such checkpoint folder" in capsys.readouterr().err
+
+
+def test_held_out_metrics_carry_the_rewards_components():
+    """A pairwise judge that always says A, on both orders of two pairs: accuracy 0.5, position bias +0.5."""
+    from rlxf.eval.accuracy import evaluate
+    from rlxf.rewards.judge_agreement import JudgeAgreementReward
+
+    rows = [{"prompt": f"p{i}", "form": "pairwise", "label": label, "pair": str(i // 2), "order": i % 2}
+            for i, label in enumerate(["A", "B", "B", "A"])]
+    rollout = ScriptedRollout({r["prompt"]: "[[A]]" for r in rows}, {})
+    metrics = evaluate(rollout, JudgeAgreementReward(), rows, batch_size=3, max_new_tokens=4)
+    assert metrics == pytest.approx({
+        "eval/accuracy": 0.5, "eval/reward": 0.5, "eval/response_length": 1.0,
+        "eval/reward/correct": 0.5, "eval/reward/malformed": 0.0,
+        "eval/reward/first_bias": 0.5,  # says A on all 4, the label is A on 2: (1 + 0 + 1 + 0) / 4
+    })

@@ -34,6 +34,10 @@ def test_grm_recipe_trains_a_judge_that_serves_as_a_reward(tmp_path, tiny_model_
     trained = [r for r in rows if "reward/malformed" in r]
     assert len(trained) == 2 and all(-0.5 <= r["reward/mean"] <= 1.0 for r in trained)
     assert all(r["reward/mean"] == pytest.approx(r["reward/correct"] - 0.5 * r["reward/malformed"]) for r in trained)
+    evals = [r for r in rows if "eval/accuracy" in r]  # held-out: accuracy is the verdicts' agreement; pairwise bias
+    assert evals and all(r["eval/accuracy"] == pytest.approx(r["eval/reward/correct"]) for r in evals)
+    assert all(-1 <= r["eval/reward/first_bias"] <= 1 if form == "pairwise" else r["eval/reward/first_bias"] == 0
+               for r in evals)
     if form == "pointwise":  # the checkpoint is a judge for the `judge` reward, shown what it was trained on
         judge = JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1,
                             default_score=0.5, backend_kwargs={"chat_template": False, "max_new_tokens": 12,
@@ -53,6 +57,7 @@ def recipe_judge(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the judge's SFT and GRPO: ~20 min on one CPU thread
 def test_grm_recipe_reaches_its_targets(recipe_judge):  # measured: 0.65 after SFT -> 0.96 at 120 (docs/rewards.md)
     summary, _ = recipe_judge
     assert summary["final_eval_accuracy"] >= 0.90, summary
@@ -60,6 +65,7 @@ def test_grm_recipe_reaches_its_targets(recipe_judge):  # measured: 0.65 after S
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the policy's SFT start and two 40-step runs: ~20 min on one CPU thread
 def test_a_policy_rl_trained_against_the_judge_keeps_up_with_the_verifier(recipe_judge, tmp_path):
     """The hacking comparison's (a) and (c) from the default recipe's SFT start (measured: 0.885 and 0.865)."""
     _, judge = recipe_judge
