@@ -40,17 +40,24 @@ def prompt_text(row: dict) -> str:
     return "\n".join(f"{m['role']}: {m['content']}" for m in row["messages"])
 
 
+def one_turn(fields: dict, template: str) -> dict:
+    return {"prompt": template.format(**fields)}
+
+
+def solve_first(fields: dict, template: str) -> dict:
+    ask, show = (turn.format(**fields) for turn in SOLVE_FIRST)
+    return {"prompt": ask, "turns": [{"user": ask}, {"user": show}]}
+
+
+PROTOCOLS = {"one_turn": one_turn, "solve_first": solve_first}  # as in data/judge_task.py
+
+
 def judge_rows(pair_id: str, row: dict, orders: list[int], template: str, protocol: str) -> list[dict]:
     meta, chosen, rejected = normalise_pair(row, f"pair {pair_id}")
     out = []
     for order in orders:
         first, second = (chosen, rejected) if order == 0 else (rejected, chosen)
-        fields = {"prompt": prompt_text(meta), "first": first, "second": second}
-        if protocol == "solve_first":
-            ask, show = (turn.format(**fields) for turn in SOLVE_FIRST)
-            shown = {"prompt": ask, "turns": [{"user": ask}, {"user": show}]}
-        else:
-            shown = {"prompt": template.format(**fields)}
+        shown = PROTOCOLS[protocol]({"prompt": prompt_text(meta), "first": first, "second": second}, template)
         out.append({**shown, "form": "pairwise", "label": "A" if order == 0 else "B", "pair": pair_id, "order": order})
     return out
 
@@ -59,8 +66,8 @@ def judge_rows(pair_id: str, row: dict, orders: list[int], template: str, protoc
 def preference_judge_task(seed: int, eval_size: int, path: str, eval_path: str | None = None,
                           protocol: str = "one_turn", template: str = ONE_TURN) -> TaskSplits:
     """``template`` (one turn) has ``{prompt}``, ``{first}``, ``{second}``."""
-    if protocol not in ("one_turn", "solve_first"):
-        raise ValueError(f"preference_judge task: unknown protocol {protocol!r}; known: ['one_turn', 'solve_first']")
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"preference_judge task: unknown protocol {protocol!r}; known: {sorted(PROTOCOLS)}")
     pairs = split_files(read_preference_rows, path, eval_path, eval_size)
     coin = random.Random(seed)
     train = [r for i, row in enumerate(pairs.train)

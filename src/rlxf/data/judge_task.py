@@ -199,7 +199,7 @@ SOLVE_FIRST_TURNS = {"pointwise": ("check {question}\n", "claim {shown}\n"), "pa
 SOLVE_FIRST_RUBRIC = ["check {prompt}\n", "claim {response}\n"]
 
 
-def one_turn(form: str, question: str, shown: str, believed: int, working: str) -> dict:
+def one_turn(form: str, question: str, shown: str, believed: int, working: str, eos: str = "</s>") -> dict:
     return {"prompt": ONE_TURN_PROMPTS[form].format(question=question, shown=shown), "sft_target": working}
 
 
@@ -230,7 +230,7 @@ def arithmetic_judge_task(
         raise ValueError(f"arithmetic_judge task: unknown form {form!r}; known: {sorted(JUDGE_FORMS)}")
     if protocol not in PROTOCOLS:
         raise ValueError(f"arithmetic_judge task: unknown protocol {protocol!r}; known: {sorted(PROTOCOLS)}")
-    shown_as = partial(solve_first, eos=eos) if protocol == "solve_first" else PROTOCOLS[protocol]
+    shown_as = partial(PROTOCOLS[protocol], eos=eos)
     if rationale not in RATIONALES:
         raise ValueError(f"arithmetic_judge task: unknown rationale {rationale!r}; known: {sorted(RATIONALES)}")
     if not 0.0 <= sloppy_teacher <= 1.0:
