@@ -30,7 +30,6 @@ from rlxf.data.arithmetic import add_without_carry, addends, arithmetic_task
 from rlxf.data.tasks import TASKS, TaskSplits
 from rlxf.data.wrong_answers import one_digit_off_by_one, units_off
 
-POINTWISE_RUBRIC = "check {prompt}{response}\n"  # usable as the `judge` reward's rubric (min 0, max 1)
 HARD_NEGATIVE_SHARE = 0.7  # of the wrong candidates of carrying problems: the forgotten-carry sum
 
 
@@ -193,24 +192,27 @@ def claim_row(a: int, b: int, claim: int, sloppy: bool, rationale_of, protocol=N
 # instead of adding (measured: it accepts the sum + 1 as often as the truth, and a policy RL'd against it
 # learns to write sums off by one); a judge that answers before it reads the claim cannot copy it. The same
 # remedy as reference-guided judging for LLM judges anchored by a wrong answer (Zheng et al. 2023, MT-Bench).
-ONE_TURN_PROMPTS = {"pointwise": "check {question}{shown}\n", "pairwise": "compare {question} {shown}\n"}
-SOLVE_FIRST_TURNS = {"pointwise": ("check {question}\n", "claim {shown}\n"), "pairwise": ("compare {question}\n", "{shown}\n")}
-# the `judge` reward's rubric for a solve-first judge: one user message per turn
-SOLVE_FIRST_RUBRIC = ["check {prompt}\n", "claim {response}\n"]
+#
+# What the judge is shown, per protocol and form, in the `judge` reward's terms: {prompt} the question,
+# {response} the claims (one turn: a text; solve-first: one text per turn).
+SHOWN: dict[str, dict[str, str | list[str]]] = {
+    "one_turn": {"pointwise": "check {prompt}{response}\n", "pairwise": "compare {prompt} {response}\n"},
+    "solve_first": {"pointwise": ["check {prompt}\n", "claim {response}\n"], "pairwise": ["compare {prompt}\n", "{response}\n"]},
+}
+# the `judge` reward's rubric for a pointwise judge trained with each protocol (min_score 0, max_score 1)
+JUDGE_RUBRICS = {protocol: forms["pointwise"] for protocol, forms in SHOWN.items()}
 
 
 def one_turn(form: str, question: str, shown: str, believed: int, working: str, eos: str = "</s>") -> dict:
-    return {"prompt": ONE_TURN_PROMPTS[form].format(question=question, shown=shown), "sft_target": working}
+    return {"prompt": SHOWN["one_turn"][form].format(prompt=question, response=shown), "sft_target": working}
 
 
 def solve_first(form: str, question: str, shown: str, believed: int, working: str, eos: str = "</s>") -> dict:
-    ask, show = (turn.format(question=question, shown=shown) for turn in SOLVE_FIRST_TURNS[form])
+    ask, show = (turn.format(prompt=question, response=shown) for turn in SHOWN["solve_first"][form])
     return {"prompt": ask, "turns": [{"user": ask}, {"user": show}], "sft_target": f"{believed}{eos}{show}{working}"}
 
 
 PROTOCOLS: dict[str, Callable[..., dict]] = {"one_turn": one_turn, "solve_first": solve_first}
-# the `judge` reward's rubric for a judge trained with each protocol (pointwise)
-JUDGE_RUBRICS: dict[str, str | list[str]] = {"one_turn": POINTWISE_RUBRIC, "solve_first": SOLVE_FIRST_RUBRIC}
 
 
 JUDGE_FORMS: dict[str, Callable[..., list[dict]]] = {"pointwise": pointwise_rows, "pairwise": pairwise_rows}
