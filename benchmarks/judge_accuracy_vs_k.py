@@ -23,17 +23,23 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 
 from common import emit  # noqa: E402
+from rlxf.data.arithmetic import addends  # noqa: E402
 from rlxf.data.judge_task import JUDGE_RUBRICS, arithmetic_judge_task  # noqa: E402
 from rlxf.rewards.judge import JudgeReward  # noqa: E402
+
+
+def engine_judge(path: str, protocol: str, samples: int = 1, temperature: float = 0.0) -> JudgeReward:
+    """The checkpoint as the `judge` reward, shown claims as it was trained to be; -1 marks an unparseable verdict."""
+    return JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1, default_score=-1.0,
+                       samples=samples, aggregate="vote",
+                       backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
+                                       "temperature": temperature, "batch_size": 256})
 
 
 def verdict_accuracy(path: str, rows: list[dict], samples: int, temperature: float, seed: int,
                      protocol: str = "solve_first") -> dict:
     torch.manual_seed(seed)
-    judge = JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1, default_score=-1.0,
-                        samples=samples, aggregate="vote",
-                        backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
-                                        "temperature": temperature, "batch_size": 256})
+    judge = engine_judge(path, protocol, samples, temperature)
     out = judge.score([r["question"] for r in rows], [r["claim"] for r in rows], rows)
     right = [score >= 0 and int(score >= 0.5) == row["label"] for score, row in zip(out.scores, rows)]
     spread = out.components["judge_spread"]
@@ -47,11 +53,9 @@ NEAR_MISSES = {"true": 0, "+1": 1, "-1": -1, "+10": 10, "-10": -10}  # offsets f
 def near_miss_acceptance(path: str, rows: list[dict], protocol: str = "solve_first") -> dict[str, float]:
     """Greedy: the share of the held-out questions whose claim the judge accepts when the claim is the true sum,
     or the sum off by one in the units or the tens (what a policy RL'd against the judge drifts to)."""
-    judge = JudgeReward(backend="engine", rubric=JUDGE_RUBRICS[protocol], min_score=0, max_score=1, default_score=-1.0,
-                        backend_kwargs={"path": path, "chat_template": False, "max_new_tokens": 64,
-                                        "temperature": 0.0, "batch_size": 256})
+    judge = engine_judge(path, protocol)
     questions = [r["question"] for r in rows]
-    truths = [sum(int(x) for x in q[:-1].split("+")) for q in questions]
+    truths = [sum(addends(q)) for q in questions]
     accepted = {}
     for name, offset in NEAR_MISSES.items():
         out = judge.score(questions, [str(t + offset) for t in truths], rows)
