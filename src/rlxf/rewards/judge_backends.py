@@ -53,8 +53,10 @@ class EngineJudge:
         self.batch_size = batch_size
 
     def render(self, prompt: Prompt) -> str:
+        from rlxf.data.prompt_tokens import render_prompt
+
         if self.chat_template:
-            return self.tokenizer.apply_chat_template(as_messages(prompt), tokenize=False, add_generation_prompt=True)
+            return render_prompt({"messages": as_messages(prompt)}, self.tokenizer, chat_template=True)
         return plain_transcript(prompt, self.tokenizer.eos_token or "")
 
     def generate(self, prompts: list[Prompt]) -> list[str | None]:
