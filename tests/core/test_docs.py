@@ -268,3 +268,17 @@ def test_default_recipe_claims_in_the_readme():
     assert f"Every {config.eval.every} steps" in readme
     assert f"answers {config.data.eval_size} held-out problems" in readme
     assert f"step_{config.train.steps:06d}/policy" in readme
+
+
+def test_quick_start_times_are_the_recorded_ones():
+    """The quick start's minutes are those tools/measure_quick_start.py last recorded (issue 35: the README said
+    4 minutes for a suite that took 11)."""
+    record = json.loads((ROOT / "docs" / "quick_start_times.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    train = re.search(r"^make train .*\(about (\d+) minutes? on 2 CPU cores, (\d+) with set-up\)$", readme, re.M)
+    test = re.search(r"^make test .*\(about (\d+) minutes on 2 CPU cores, with set-up\)$", readme, re.M)
+    assert train and test, "the quick start no longer states its times in the form this test reads"
+    assert int(train.group(1)) == round(record["make_train"]["run_seconds"] / 60)
+    assert int(train.group(2)) == round(record["make_train"]["with_setup_seconds"] / 60)
+    assert int(test.group(1)) == round(record["make_test"]["with_setup_seconds"] / 60)
+    assert "docs/quick_start_times.json" in readme
