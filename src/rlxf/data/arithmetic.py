@@ -30,12 +30,21 @@ def add_without_carry(a: int, b: int) -> int:
     return result
 
 
-def arithmetic_row(a: int, op: str, b: int, reverse: bool = False, sloppy: bool = False) -> dict:
+# The operator as a word, for ``question`` templates that ask in words ("What is 23 plus 58?").
+OPERATOR_WORDS = {"+": "plus", "-": "minus", "*": "times"}
+
+
+def arithmetic_row(
+    a: int, op: str, b: int, reverse: bool = False, sloppy: bool = False, question: str | None = None
+) -> dict:
+    """One problem. ``question`` (with ``{a}``, ``{b}``, ``{op}``, ``{op_word}``) replaces the bare
+    ``a+b=`` prompt, e.g. for an instruct model asked through its chat template."""
     answer = str(OPERATORS[op](a, b))
     target = str(add_without_carry(a, b)) if sloppy and op == "+" else answer
     if reverse:
         answer, target = answer[::-1], target[::-1]
-    return {"prompt": f"{a}{op}{b}=", "answer": answer, "sft_target": target}
+    prompt = f"{a}{op}{b}=" if question is None else question.format(a=a, b=b, op=op, op_word=OPERATOR_WORDS[op])
+    return {"prompt": prompt, "answer": answer, "sft_target": target}
 
 
 def addends(prompt: str) -> tuple[int, int]:
@@ -47,7 +56,7 @@ def addends(prompt: str) -> tuple[int, int]:
 @TASKS.register("arithmetic")
 def arithmetic_task(
     seed: int, eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None,
-    reverse: bool = False, sloppy_teacher: float = 0.0,
+    reverse: bool = False, sloppy_teacher: float = 0.0, question: str | None = None,
 ) -> TaskSplits:
     unknown = set(ops) - set(OPERATORS)
     if unknown:
@@ -63,8 +72,8 @@ def arithmetic_task(
     held_out = set(rng.sample(range(len(problems)), eval_size))
     teacher = random.Random(seed + 1)
     train = [
-        arithmetic_row(*p, reverse=reverse, sloppy=teacher.random() < sloppy_teacher)
+        arithmetic_row(*p, reverse=reverse, sloppy=teacher.random() < sloppy_teacher, question=question)
         for i, p in enumerate(problems) if i not in held_out
     ]
-    evals = [arithmetic_row(*problems[i], reverse=reverse) for i in sorted(held_out)]
+    evals = [arithmetic_row(*problems[i], reverse=reverse, question=question) for i in sorted(held_out)]
     return TaskSplits(train=train, eval=evals)
