@@ -4,7 +4,7 @@ The README quotes these figures and tests/core/test_docs.py checks that it quote
 suite that grows slower is caught the day this is rerun. Usage (from the checkout, after committing):
 
     python tools/measure_quick_start.py            # clones HEAD into a temporary folder, ~15 minutes
-    python tools/measure_quick_start.py --dry-run  # print the JSON, write nothing
+    python tools/measure_quick_start.py --dry-run  # the same measurement, printed and not written
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def measure(clone: Path) -> dict:
     subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
     test_seconds, test_output = timed(["make", "test"], clone)
     summary = PYTEST_SUMMARY.findall(test_output)[-1]
-    # `make train` after `make test` finds .venv set up: time a second fresh set-up-less run and add the
-    # set-up time that `make test` paid (its wall time minus pytest's own).
+    # `make train` runs after `make test` has set up .venv, so its set-up time is the part of `make test`'s
+    # wall time that pytest did not report.
     train_seconds, _ = timed(["make", "train"], clone)
     run_seconds = json.loads((clone / "runs" / "default" / "summary.json").read_text())["wall_seconds"]
     setup_seconds = test_seconds - float(summary[2])

@@ -23,6 +23,17 @@ def test_arithmetic_answers():
     assert rows["99*99="] == "9801" and rows["3-40="] == "-37" and rows["0+0="] == "0"
 
 
+def test_question_template_asks_in_words_and_keeps_the_answer():
+    assert arithmetic_row(23, "+", 58, question="What is {a} {op_word} {b}?") == {
+        "prompt": "What is 23 plus 58?", "answer": "81", "sft_target": "81"}
+    assert arithmetic_row(9, "*", 7, question="{a} {op} {b} = ?")["prompt"] == "9 * 7 = ?"
+    plain = arithmetic_task(seed=3, eval_size=20)
+    worded = arithmetic_task(seed=3, eval_size=20, question="What is {a} {op_word} {b}?")
+    assert [r["answer"] for r in worded.eval] == [r["answer"] for r in plain.eval]
+    assert [addends(r["prompt"]) for r in plain.eval[:3]] == [
+        tuple(int(w) for w in r["prompt"].rstrip("?").split()[2::2]) for r in worded.eval[:3]]
+
+
 def test_unknown_operator_is_named():
     with pytest.raises(ValueError, match=r"unknown operators \['/'\]"):
         arithmetic_task(seed=0, eval_size=10, ops="+/")
