@@ -99,7 +99,7 @@ def test_task_args_the_user_gives_are_checked(tmp_path, capsys):
     code, err = run(["train", "data.task_args.digitz=3"], capsys)
     assert code == 2
     assert one_line(err) == ("rlxf: data.task_args digitz: task 'arithmetic' does not take them (it takes: b_digits, "
-                             "digits, ops, reverse, sloppy_teacher); remove them from data.task_args")
+                             "digits, ops, question, reverse, sloppy_teacher); remove them from data.task_args")
     code, err = run(["train", "data.task=file", "data.task_args={digits: 2}", "data.path=x.jsonl"], capsys)
     assert code == 2 and "data.task_args digits: task 'file' does not take them (it takes: none)" in one_line(err)
     code, err = run(["train", "data.task=file"], capsys)
