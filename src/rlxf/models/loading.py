@@ -15,6 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 
 from rlxf.config_error import ConfigError
 from rlxf.models.cache_dir import user_cache_dir
+from rlxf.models.gguf_source import converted_folder, is_gguf_source
+from rlxf.models.packaged_models import PACKAGED_MODELS, is_packaged_model, packaged_model_file
 from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
 from rlxf.models.tokenizer_files import remember_original_padding
 
@@ -41,20 +43,35 @@ def _offline_guard(path: str, allow_download: bool, what: str):
 
 
 def resolve_model_path(path: str, work_dir: str | Path | None = None) -> str:
-    """``tiny:NAME`` -> a local tiny model folder, built on first use under ``work_dir`` (default: the user
-    cache, models/cache_dir.py); a local path that does not exist is refused here, before transformers
-    reads it as a hub name ("Repo id must use alphanumeric chars"); anything else is passed through."""
-    if path.startswith(TINY_PREFIX):
-        name = path[len(TINY_PREFIX):] or "default"
-        if name not in TINY_VARIANTS:
-            raise ConfigError(f"model.path {path!r}: unknown tiny model; known: "
-                              + ", ".join(TINY_PREFIX + n for n in TINY_VARIANTS))
-        folder = Path(work_dir) if work_dir is not None else user_cache_dir() / "models"
-        return str(build_tiny_model(folder / f"tiny-{name}", **TINY_VARIANTS[name]))
+    """The folder transformers loads for ``model.path``: the first source in ``MODEL_SOURCES`` that
+    recognises the path turns it into one (``work_dir``: where built models go; default the user cache,
+    models/cache_dir.py); a local path that does not exist is refused here, before transformers reads it
+    as a hub name ("Repo id must use alphanumeric chars"); anything else is passed through."""
+    folder = Path(work_dir) if work_dir is not None else user_cache_dir() / "models"
+    for recognises, resolve in MODEL_SOURCES:
+        if recognises(path):
+            return resolve(path, folder)
     if looks_like_local_path(path) and not Path(path).exists():
-        raise ModelNotLocalError(f"model.path {path!r} does not exist: give a model folder, a name in the HF cache "
-                                 f"(org/name) or tiny:NAME")
+        raise ModelNotLocalError(f"model.path {path!r} does not exist: give a model folder, a .gguf file, a name "
+                                 f"in the HF cache (org/name), tiny:NAME or {' / '.join(PACKAGED_MODELS)}")
     return path
+
+
+def _tiny_model(path: str, folder: Path) -> str:
+    """``tiny:NAME``: a local tiny model folder, built on first use."""
+    name = path[len(TINY_PREFIX):] or "default"
+    if name not in TINY_VARIANTS:
+        raise ConfigError(f"model.path {path!r}: unknown tiny model; known: "
+                          + ", ".join(TINY_PREFIX + n for n in TINY_VARIANTS))
+    return str(build_tiny_model(folder / f"tiny-{name}", **TINY_VARIANTS[name]))
+
+
+# (recognises the path, turns it into a model folder), tried in order.
+MODEL_SOURCES = [
+    (lambda path: path.startswith(TINY_PREFIX), _tiny_model),
+    (is_packaged_model, lambda path, folder: converted_folder(packaged_model_file(path), folder)),
+    (is_gguf_source, converted_folder),
+]
 
 
 def looks_like_local_path(path: str) -> bool:
@@ -66,6 +83,7 @@ def looks_like_local_path(path: str) -> bool:
 def load_tokenizer(path: str, allow_download: bool = False) -> PreTrainedTokenizerBase:
     """The tokenizer, left-padding; one without a pad token pads with EOS (logged). Saved policies keep
     the original tokenizer files and record rlxf's padding beside them (models/tokenizer_files.py)."""
+    path = resolve_model_path(path)  # a .gguf or packaged name given directly (e.g. rlxf eval --model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=not allow_download)
     except OSError as error:
@@ -86,6 +104,7 @@ def load_causal_lm(
     path: str, dtype: str = "auto", device: str = "cpu", allow_download: bool = False
 ) -> torch.nn.Module:
     """``dtype``: ``auto`` keeps the checkpoint's (``config.dtype``), else one of ``DTYPES``."""
+    path = resolve_model_path(path)
     try:
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype="auto" if dtype == "auto" else DTYPES[dtype], local_files_only=not allow_download
