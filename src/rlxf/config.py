@@ -42,8 +42,9 @@ class Section(BaseModel):
 class ModelConfig(Section):
     """The policy: where its weights come from and how they are loaded."""
 
-    path: str = Field("tiny:default", description="a local folder, a name in the HF cache, or tiny:NAME (the "
-                      "built-in tiny model, built locally on first use)")
+    path: str = Field("tiny:default", description="a local folder, a name in the HF cache, tiny:NAME (the "
+                      "built-in tiny model, built locally on first use), a .gguf file (dequantized once into the "
+                      "cache) or smollm2:135m-instruct (make setup-smollm2)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype; auto = the checkpoint's own")
     allow_download: bool = Field(False, description="false: only a local folder or the HF cache is read (offline)")

@@ -29,3 +29,5 @@ class ScriptedRollout:
 
     def decode_responses(self, batch) -> list[str]:
         return [m["scripted_response"] for m in batch.metadata]
+
+    shown_prompts, shown_responses = decode_prompts, decode_responses  # scripted text has no special tokens

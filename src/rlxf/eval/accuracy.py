@@ -11,7 +11,7 @@ def evaluate_problems(
     rollout: Generates, reward: Scores, rows: list[dict], batch_size: int, max_new_tokens: int
 ) -> tuple[dict[str, float], list[dict]]:
     """The metrics of ``evaluate`` and one row per problem: ``problem`` (its index in ``rows``),
-    ``prompt``, ``response``, ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
+    ``prompt``, ``response`` (as the model saw and wrote them: special tokens kept), ``answer`` (when the task has one), ``score``, ``correct`` (1.0 / 0.0), ``length``."""
     params = SamplingParams(n=1, temperature=0.0, max_new_tokens=max_new_tokens)
     problems: list[dict] = []
     components: dict[str, list[float]] = {}
@@ -21,11 +21,13 @@ def evaluate_problems(
         prompts, responses = rollout.decode_prompts(batch), rollout.decode_responses(batch)
         out = reward.score(prompts, responses, batch.metadata)
         correct = solved_flags(out)
+        shown_prompts, shown_responses = rollout.shown_prompts(batch), rollout.shown_responses(batch)
         for name, values in out.components.items():
             components.setdefault(name, []).extend(float(v) for v in values if isinstance(v, (int, float)))
-        for i, (response, length) in enumerate(zip(responses, batch.response_lengths.tolist())):
+        for i, length in enumerate(batch.response_lengths.tolist()):
             row = chunk[int(batch.group_ids[i])]
-            problems.append({"problem": start + int(batch.group_ids[i]), "prompt": prompts[i], "response": response,
+            problems.append({"problem": start + int(batch.group_ids[i]), "prompt": shown_prompts[i],
+                             "response": shown_responses[i],
                              **({"answer": row["answer"]} if "answer" in row else {}),
                              "score": out.scores[i], "correct": correct[i], "length": int(length)})
     n = len(problems)

@@ -23,6 +23,10 @@ class Generates(Protocol):
 
     def decode_responses(self, batch: TrajectoryBatch) -> list[str]: ...
 
+    def shown_prompts(self, batch: TrajectoryBatch) -> list[str]: ...  # for logs: special tokens kept
+
+    def shown_responses(self, batch: TrajectoryBatch) -> list[str]: ...
+
 
 class Scores(Protocol):
     """A reward role: one score per response, plus named components (``correct``, ...)."""

@@ -7,6 +7,7 @@ from transformers import PreTrainedTokenizerBase
 
 from rlxf.batch import TrajectoryBatch, left_pad
 from rlxf.data.prompt_tokens import encode_prompts
+from rlxf.models.shown_text import shown_texts
 from rlxf.rollout.engine import RolloutEngine
 from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
@@ -78,3 +79,10 @@ class RolloutRole:
 
     def decode_prompts(self, batch: TrajectoryBatch) -> list[str]:
         return self.tokenizer.batch_decode(batch.prompt_ids, skip_special_tokens=True)
+
+    def shown_prompts(self, batch: TrajectoryBatch) -> list[str]:
+        """For logs: the chat template's special tokens kept, padding dropped (models/shown_text.py)."""
+        return shown_texts(self.tokenizer, batch.prompt_ids, batch.prompt_mask)
+
+    def shown_responses(self, batch: TrajectoryBatch) -> list[str]:
+        return shown_texts(self.tokenizer, batch.response_ids, batch.response_mask)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import torch
 
+from rlxf.models.shown_text import shown_texts
+
 
 def pick_rows(group_ids: list[int], limit: int) -> list[int]:
     """Up to ``limit`` row indices: one per group (in order of first appearance) before any second one."""
@@ -30,8 +32,8 @@ def rollout_rows(batch, tokenizer, step: int, limit: int) -> list[dict]:
     """JSON rows for up to ``limit`` trajectories of ``batch``, decoded with ``tokenizer``."""
     index = pick_rows(batch.group_ids.tolist(), limit)
     chosen = batch.select(index).to("cpu")
-    prompts = tokenizer.batch_decode(chosen.prompt_ids, skip_special_tokens=True)
-    responses = tokenizer.batch_decode(chosen.response_ids * chosen.response_mask, skip_special_tokens=True)
+    prompts = shown_texts(tokenizer, chosen.prompt_ids, chosen.prompt_mask)  # special tokens kept, padding dropped
+    responses = shown_texts(tokenizer, chosen.response_ids, chosen.response_mask)
     own = chosen.loss_mask.bool()
     rows = []
     for i, meta in enumerate(chosen.metadata or [{}] * len(chosen)):
