@@ -27,7 +27,8 @@ def test_loop_writes_a_complete_run(tmp_path, sft_model_dir, algorithm):
     run_dir = tmp_path / algorithm
     config = load_config(None, [*small_overrides(run_dir, sft_model_dir, steps=2), f"algorithm.name={algorithm}"])
     summary = train_rl(config, write=lambda _: None)
-    assert set(summary) >= {"initial_eval_accuracy", "final_eval_accuracy", "steps", "wall_seconds"}
+    assert set(summary) >= {"initial_eval_accuracy", "final_eval_accuracy", "steps", "wall_seconds", "peak_rss_mb"}
+    assert summary["peak_rss_mb"] > 100  # torch and a model are resident
     assert summary["steps"] == 2 and 0.0 <= summary["final_eval_accuracy"] <= 1.0
     assert json.loads((run_dir / "summary.json").read_text()) == summary
     rows = read_metrics(run_dir)

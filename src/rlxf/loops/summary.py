@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlxf.tracking.peak_memory import peak_rss_mb
 from rlxf.train.checkpoint import checkpoint_dir, latest_checkpoint
 
 
@@ -21,6 +22,7 @@ def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: 
         _path_or_none(checkpoint_dir(run_dir, state.best_eval_step)),
         "steps": steps,
         "wall_seconds": round(wall_seconds, 2),
+        "peak_rss_mb": peak_rss_mb(),  # this process's high-water mark (roles in other processes not counted)
         **(extra or {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

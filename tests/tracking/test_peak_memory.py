@@ -1,0 +1,17 @@
+"""peak_rss_mb is the process's high-water mark in MiB: a fresh process that touches 300 MiB shows it."""
+
+import subprocess
+import sys
+
+SCRIPT = """
+from rlxf.tracking.peak_memory import peak_rss_mb
+before = peak_rss_mb()
+block = bytearray(300 * 1024 * 1024)  # zero-filled: every page touched
+print(before, peak_rss_mb())
+"""
+
+
+def test_a_300_mib_block_raises_the_peak_by_300_mib():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, check=True).stdout
+    before, after = map(float, out.split())
+    assert before > 0 and 295 <= after - before <= 310
