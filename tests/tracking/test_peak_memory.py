@@ -6,7 +6,7 @@ import sys
 SCRIPT = """
 from rlxf.tracking.peak_memory import peak_rss_mb
 before = peak_rss_mb()
-block = bytearray(300 * 1024 * 1024)  # zero-filled: every page touched
+block = b"\x01" * (300 * 1024 * 1024)  # written, so every page is resident (calloc zeros lazily)
 print(before, peak_rss_mb())
 """
 
