@@ -32,6 +32,7 @@ INTERNAL = {
     "InputError": "the studio's HTTP 400 (cmd_studio turns it into a ConfigError)",
     "NotIssued": "the studio's HTTP 400 (an InputError)",
     "BodyTooLarge": "the studio's HTTP 413 (an InputError)",
+    "MissingField": "the reward server's HTTP 400 for a sample's missing field (rewards/server_rows.py)",
 }
 
 
