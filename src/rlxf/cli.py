@@ -1,7 +1,9 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
 ``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``, ``rlxf config show [RECIPE] [key=value ...]``, ``rlxf --version``.
-Thin: parse, load config, call a loop. A mistake of the user's is one ``rlxf:`` line, exit code 2."""
+Thin: parse, load config, call a loop. Every error rlxf raises on purpose (``rlxf.errors.RlxfError``) is one
+``rlxf:`` line on stderr: exit code 2 for a usage mistake, 1 for a run that failed; ``--debug`` or
+``RLXF_DEBUG=1`` adds the traceback."""
 
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import json
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 
 from rlxf.config import ConfigError
+from rlxf.errors import RlxfError
 
 
 def _split_recipe(args: list[str]) -> tuple[str | None, list[str]]:
@@ -213,6 +217,7 @@ def cmd_algorithms(ns: argparse.Namespace) -> int:
     return 0
 
 
+DEBUG_HELP = "on an rlxf error, print its traceback too (or set RLXF_DEBUG=1)"
 CONFIG_POINTER = ("every key, its default and meaning: rlxf config show [RECIPE.yaml] [key=value ...]; "
                   "recipes: src/rlxf/recipes/")
 
@@ -243,10 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "rlxf train recipes/dpo.yaml train.steps=50", "rlxf config show algorithm.name=ppo",
                          "rlxf train --help"))
     parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, *examples: str) -> argparse.ArgumentParser:
-        return sub.add_parser(name, help=help, description=help, epilog=_examples(*examples), formatter_class=formatter)
+        parsed = sub.add_parser(name, help=help, description=help, epilog=_examples(*examples), formatter_class=formatter)
+        # also after the command (rlxf train --debug); SUPPRESS keeps a --debug given before it
+        parsed.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
+        return parsed
 
     train = command("train", "run a recipe (default: the built-in default recipe)",
                     "rlxf train", "rlxf train algorithm.name=ppo train.steps=50 run_dir=runs/ppo",
@@ -319,6 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_examples("rlxf config show", "rlxf config show recipes/dpo.yaml preference.loss.name=ipo",
                          "rlxf config show algorithm.name=ppo > my_recipe.yaml"))
     show.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
+    show.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP)
     show.set_defaults(func=cmd_config_show)
     return parser
 
@@ -336,23 +346,28 @@ def parse_command_line(argv: list[str] | None = None) -> argparse.Namespace:
     return ns
 
 
-def main(argv: list[str] | None = None) -> int:
-    from rlxf.data.files import DatasetError
-    from rlxf.rewards.guarded import RewardError
+def debug_wanted(ns: argparse.Namespace) -> bool:
+    """``--debug`` or ``RLXF_DEBUG=1``: an rlxf error also prints its traceback."""
+    return bool(getattr(ns, "debug", False)) or os.environ.get("RLXF_DEBUG", "") not in ("", "0")
 
+
+def one_line(err: BaseException) -> str:
+    """The error's message on one line (a message is written as one; this keeps the promise if one is not)."""
+    return " ".join(line.strip() for line in str(err).splitlines() if line.strip()) or type(err).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
     ns = parse_command_line(argv)
     # As `python -m` does: a reward or task module in the working directory imports by dotted path.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
         return ns.func(ns)
-    except (ConfigError, DatasetError) as err:  # usage: the recipe, an override, a file it names
-        print(f"rlxf: {err}", file=sys.stderr)
-        return 2
-    except RewardError as err:  # the run stopped on the reward; its last checkpoint is kept (--resume)
-        print(f"rlxf: {err}", file=sys.stderr)
-        return 1
-
+    except RlxfError as err:  # raised on purpose: a usage mistake (2) or a failed run whose last checkpoint is kept (1)
+        if debug_wanted(ns):
+            traceback.print_exc()
+        print(f"rlxf: {one_line(err)}", file=sys.stderr)
+        return err.exit_code
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,6 @@ from rlxf.roles.actor import ActorRole
 from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.engine import build_engine
 from rlxf.runtime.config import WeightSyncConfig
-from rlxf.runtime.process_runtime import RoleProcessError
 from rlxf.runtime.transports import Channel, endpoint
 from rlxf.runtime.transports import collective as collective_module
 from rlxf.runtime.transports.plan import StaleWeightsError, plan_buckets, read_stamp, stamp
@@ -206,7 +205,8 @@ def test_a_restarted_rollout_process_gets_the_last_region_again(tmp_path, sft_mo
 def test_a_restarted_rollout_process_cannot_be_resent_weights_over_the_collective(tmp_path, sft_model_dir,
                                                                                   crash_marker, monkeypatch):
     crash_rollout_in_step_2(crash_marker, monkeypatch)
-    with pytest.raises(RoleProcessError, match="sync 1 is being replayed into a restarted rollout engine, but the "
+    # raised in the rollout's process, it arrives here as itself
+    with pytest.raises(StaleWeightsError, match="sync 1 is being replayed into a restarted rollout engine, but the "
                                                "collective transport cannot send those weights again"):
         run_recipe(tmp_path, sft_model_dir, "collective_restart", *PROCESS,
                    "runtime.weight_sync.transport=collective")

@@ -6,10 +6,13 @@ import json
 from pathlib import Path
 
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.errors import RlxfError
 
 
-class DatasetError(ValueError):
+class DatasetError(RlxfError, ValueError):
     """A dataset file or row that cannot be used; the message names the file and the row."""
+
+    exit_code = 2  # a usage mistake, like a bad recipe
 
 
 def read_records(path: str | Path) -> list[dict]:

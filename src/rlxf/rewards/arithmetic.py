@@ -36,6 +36,8 @@ def is_well_formatted(response: str, stopped: bool) -> bool:
 class AnswerReward:
     """score = correct_weight * [answer right] + format_weight * [bare number, then stop]."""
 
+    metadata_fields = {"answer": int}  # what a client of the reward server must send per sample (server_rows.py)
+
     def __init__(self, correct_weight: float = 1.0, format_weight: float = 0.1) -> None:
         self.correct_weight = correct_weight
         self.format_weight = format_weight

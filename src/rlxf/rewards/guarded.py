@@ -5,10 +5,11 @@ from __future__ import annotations
 import concurrent.futures as futures
 import math
 
+from rlxf.errors import RlxfError
 from rlxf.rewards.base import Reward, RewardOutput, call_reward
 
 
-class RewardError(RuntimeError):
+class RewardError(RlxfError, RuntimeError):
     """The reward function raised, hung, or returned something unusable."""
 
 

@@ -16,11 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rlxf.errors import RlxfError
+
 T = TypeVar("T")
 RETRIED_HTTP_CODES = frozenset({429, 500, 502, 503, 504})
 
 
-class EndpointError(RuntimeError):
+class EndpointError(RlxfError, RuntimeError):
     """An endpoint gave no usable answer (after its retries)."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from rlxf.registry import Registry
@@ -39,8 +40,19 @@ def import_object(dotted: str) -> Any:
 def build_reward(name: str, kwargs: dict | None = None) -> Reward:
     kwargs = kwargs or {}
     factory = REWARDS.get(name) if name in REWARDS.names() else import_object(name)
-    if isinstance(factory, type):
-        return as_reward(factory(**kwargs))
-    if kwargs:
+    if isinstance(factory, type) or kwargs:
+        _check_kwargs(factory, kwargs)
         return as_reward(factory(**kwargs))
     return as_reward(factory)
+
+
+def _check_kwargs(factory, kwargs: dict) -> None:
+    """A ``reward.kwargs`` key the factory does not take is a ValueError naming it (not a TypeError from deep inside)."""
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # no signature to check against (a builtin): the call will tell
+        return
+    try:
+        signature.bind(**kwargs)
+    except TypeError as err:
+        raise ValueError(f"reward.kwargs {sorted(kwargs)}: {err}") from None

@@ -3,8 +3,9 @@ ASGI stack (FastAPI + uvicorn: ``pip install 'rlxf[serve]'``).
 
 Request ``{"prompts": [...], "responses": [...], "metadata": [{...}, ...]}`` (metadata optional); reply
 ``{"scores": [...], "components": {name: [...]}}``; failures are ``{"error": "..."}`` with status
-400 (malformed request, lengths that disagree), 401 (token), 413 (body or batch past the limits),
-500 (the reward raised), 504 (the reward ran past the per-request timeout). ``GET /health`` answers
+400 (malformed request, lengths that disagree, a sample's metadata missing a field the reward reads or
+holding one it cannot parse: ``server_rows.py``), 401 (token), 413 (body or batch past the limits),
+500 (the reward raised on well-formed input), 504 (the reward ran past the per-request timeout). ``GET /health`` answers
 ``{"ok": true, "reward": NAME}`` (no token), ``GET /metrics`` the counters of ``server_metrics.py``,
 ``GET /openapi.json`` the schema. Concurrent small requests are merged into fewer reward calls
 (``server_batching.py``). It binds to 127.0.0.1 unless told otherwise, and refuses another address
@@ -27,6 +28,7 @@ from rlxf.rewards.base import Reward, RewardOutput, call_reward
 from rlxf.rewards.server_batching import MicroBatcher
 from rlxf.rewards.server_guard import BodyLimitMiddleware, check_bind, token_matches
 from rlxf.rewards.server_metrics import MetricsMiddleware, ServerMetrics
+from rlxf.rewards.server_rows import MissingField, field_problem, sample_rows
 
 DEFAULT_TOKEN_ENV = "RLXF_REWARD_TOKEN"
 
@@ -131,7 +133,7 @@ def build_app(reward: Reward, name: str, settings: ServerSettings | None = None)
         return refused(request) or {"reward": name, **metrics.snapshot(), "queued": len(batcher.pending)}
 
     @app.post("/score", response_model=ScoreReply, responses={
-        400: {"description": "malformed request"}, 401: {"description": "missing or wrong token"},
+        400: {"description": "malformed request, or a sample's metadata missing a field the reward needs"}, 401: {"description": "missing or wrong token"},
         413: {"description": "body or batch too large"}, 500: {"description": "the reward raised"},
         504: {"description": "the reward did not finish in time"}})
     async def score(body: ScoreRequest, request: Request):
@@ -141,13 +143,17 @@ def build_app(reward: Reward, name: str, settings: ServerSettings | None = None)
         if n > settings.max_batch:
             return _error(413, f"batch of {n} responses exceeds the server's limit of {settings.max_batch} (--max-batch); "
                                "split it on the client: reward `parallel` with executor: thread and chunk_size")
-        metadata = body.metadata if body.metadata is not None else [{} for _ in range(n)]
+        metadata = sample_rows(body.metadata if body.metadata is not None else [{} for _ in range(n)])
+        if (problem := field_problem(reward, metadata)) is not None:
+            return _error(400, f"{problem}, which reward {name!r} needs")
         try:
             out: RewardOutput = await asyncio.wait_for(
                 batcher.submit(body.prompts, body.responses, metadata), settings.timeout_seconds)
         except asyncio.TimeoutError:
             return _error(504, f"reward {name!r} did not finish within {settings.timeout_seconds}s (--timeout) "
                                f"on a batch of {n} responses")
+        except MissingField as err:  # the reward read a field the client did not send: the client's mistake
+            return _error(400, f"{err}, which reward {name!r} reads")
         except Exception as err:  # noqa: BLE001 - the client gets the failure, the server lives on
             return _error(500, f"reward {name!r} raised {type(err).__name__}: {err}")
         request.state.samples = n

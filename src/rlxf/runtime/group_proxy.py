@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import ray
 
 from rlxf.batch import TrajectoryBatch
+from rlxf.runtime import ray_errors
 from rlxf.runtime.dp_split import merge_step_metrics, shard_rows
 from rlxf.runtime.rank_worker import RankWorker
 from rlxf.runtime.wire import CallResult, RemoteValue, apply_result, deferred_wire, to_wire
@@ -72,7 +73,7 @@ class RoleGroupProxy:
         """N rank actors: rank 0 picks the rendezvous address, all join the group, then build the role."""
         workers = [ray.remote(RankWorker).options(**options).remote(threads) for _ in range(world_size)]
         group = cls(name, workers, keep_alive=spec)
-        host, port = ray.get(workers[0].rendezvous_address.remote())
+        host, port = ray_errors.get(workers[0].rendezvous_address.remote())
         group._gather([w.join.remote(host, port, rank, world_size) for rank, w in enumerate(workers)])
         group._gather([w.build.remote(spec) for w in workers])
         return group
@@ -90,11 +91,11 @@ class RoleGroupProxy:
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1)
-                ray.get(done[0])
+                ray_errors.get(done[0])
         except Exception:
             self.kill()
             raise
-        return ray.get(refs)
+        return ray_errors.get(refs)
 
     def defer(self, method: str, *args, **kwargs) -> RemoteValue:
         """``RoleProxy.defer`` for a collective call (``export_weights``): every rank takes part, and
@@ -104,7 +105,7 @@ class RoleGroupProxy:
         return RemoteValue(stored[0][0])  # rank 0's gathered weights, put in the store by rank 0
 
     def attribute(self, name: str):
-        return ray.get(self._workers[0].attribute.remote(name))
+        return ray_errors.get(self._workers[0].attribute.remote(name))
 
     def kill(self) -> None:
         for worker in self._workers:

@@ -27,13 +27,14 @@ import traceback
 
 import torch.multiprocessing as mp
 
+from rlxf.errors import RemoteTraceback, RlxfError
 from rlxf.runtime import RUNTIMES
 from rlxf.runtime.wire import RESTARTABLE, CallResult, ReplayLog, WireProxy
 
 logger = logging.getLogger(__name__)
 
 
-class RoleProcessError(RuntimeError):
+class RoleProcessError(RlxfError, RuntimeError):
     """A role's child process failed or died."""
 
 
@@ -48,8 +49,8 @@ def _serve(conn, spec: bytes, threads: int) -> None:
     try:
         worker = RoleWorker(pickle.loads(spec), threads)
         conn.send(("ok", None))
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
+    except BaseException as err:
+        conn.send(("error", _portable_error(err)))
         return
     while True:
         try:
@@ -61,8 +62,32 @@ def _serve(conn, spec: bytes, threads: int) -> None:
         method, args = request
         try:
             conn.send(("ok", getattr(worker, method)(*args)))
-        except BaseException:
-            conn.send(("error", traceback.format_exc()))
+        except BaseException as err:
+            conn.send(("error", _portable_error(err)))
+
+
+def _portable_error(err: BaseException) -> tuple[bytes | None, str, str]:
+    """(the pickled error when it survives a round trip, else None; ``Type: message``; its traceback)."""
+    summary = f"{type(err).__name__}: {err}"
+    try:
+        pickled = pickle.dumps(err)
+        pickle.loads(pickled)  # a class whose __init__ takes other arguments than its args does not come back
+    except Exception:  # noqa: BLE001 - any failure to travel: the parent gets the summary instead
+        pickled = None
+    return pickled, summary, traceback.format_exc()
+
+
+def _raise_child_error(name: str, what: str, error: tuple[bytes | None, str, str]) -> None:
+    """The child's error raised here as the same class (so ``except RewardError`` works as in one process),
+    the child's traceback chained as its cause; an error that cannot travel becomes a RoleProcessError."""
+    pickled, summary, child_traceback = error
+    try:
+        err = pickle.loads(pickled) if pickled is not None else None
+    except Exception:  # noqa: BLE001 - its class does not import here
+        err = None
+    if not isinstance(err, Exception):  # could not travel, or a KeyboardInterrupt/SystemExit of the child
+        err = RoleProcessError(f"role {name} failed in {what}: {summary} (--debug shows the role's traceback)")
+    raise err from RemoteTraceback(child_traceback)
 
 
 class ProcessActor:
@@ -107,7 +132,7 @@ class ProcessActor:
                 f"(exit code {self.process.exitcode})"
             ) from None
         if status == "error":
-            raise RoleProcessError(f"role {self.name} failed in {what}:\n{value}")
+            _raise_child_error(self.name, what, value)
         return value
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import time
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
+from rlxf.runtime import ray_errors
 from rlxf.runtime.wire import CallResult, RemoteValue, ReplayLog, WireProxy, deferred_wire
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ class RoleProxy(WireProxy):
     def _transport(self, method: str, wire_args: tuple, wire_kwargs: dict) -> CallResult:
         for attempt in range(self._max_retries + 1):
             try:
-                result = ray.get(getattr(self._actor, self._remote_method).remote(method, wire_args, wire_kwargs))
+                result = ray_errors.get(getattr(self._actor, self._remote_method).remote(method, wire_args, wire_kwargs))
                 break
             except (RayActorError, ActorUnavailableError) as err:
                 if not self._restartable or attempt == self._max_retries:
@@ -61,36 +62,36 @@ class RoleProxy(WireProxy):
         deadline = time.monotonic() + wait_seconds
         while True:
             try:
-                ray.get(self._actor.pid.remote())
+                ray_errors.get(self._actor.pid.remote())
                 break
             except (RayActorError, ActorUnavailableError):
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        self._replay.replay(lambda method, args, kwargs: ray.get(self._actor.call.remote(method, args, kwargs)))
+        self._replay.replay(lambda method, args, kwargs: ray_errors.get(self._actor.call.remote(method, args, kwargs)))
 
     def defer(self, method: str, *args, **kwargs) -> RemoteValue:
         """Run ``method`` and leave its value in the object store: pass the result to another proxy's
         call and that actor fetches it directly. For calls without in-place effects."""
         wire_args, wire_kwargs = deferred_wire(f"{self._name}.{method}", args, kwargs)
-        return RemoteValue(ray.get(self._actor.call_stored.remote(method, wire_args, wire_kwargs))[0])
+        return RemoteValue(ray_errors.get(self._actor.call_stored.remote(method, wire_args, wire_kwargs))[0])
 
     def attach(self, factory, *args, **kwargs) -> RoleProxy:
         """Build ``factory(role, *args)`` inside the role's actor; calls on the returned proxy go to it.
         Not restarted with the actor: it may hold state (the async producer's queue)."""
-        ray.get(self._actor.attach.remote(factory, args, kwargs))
+        ray_errors.get(self._actor.attach.remote(factory, args, kwargs))
         return RoleProxy(f"{self._name}+{getattr(factory, '__name__', 'attached')}", self._actor, restartable=False,
                          remote_method="call_attached")
 
     def attribute(self, name: str):
         """A plain attribute (or property) of the remote role."""
-        return ray.get(self._actor.attribute.remote(name))
+        return ray_errors.get(self._actor.attribute.remote(name))
 
     def pid(self) -> int:
-        return ray.get(self._actor.pid.remote())
+        return ray_errors.get(self._actor.pid.remote())
 
     def node_id(self) -> str:
-        return ray.get(self._actor.node_id.remote())
+        return ray_errors.get(self._actor.node_id.remote())
 
     def kill(self) -> None:
         ray.kill(self._actor, no_restart=True)

@@ -28,15 +28,17 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlxf.errors import RlxfError
+
 CHECKPOINTS = "checkpoints"
 CHECKSUMS = "checksums.json"
 
 
-class CheckpointWriteError(OSError):
+class CheckpointWriteError(RlxfError, OSError):
     """A checkpoint could not be written; the previous one is untouched."""
 
 
-class CheckpointCorruptError(RuntimeError):
+class CheckpointCorruptError(RlxfError, RuntimeError):
     """No checkpoint of a run is whole."""
 
 

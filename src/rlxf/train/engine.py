@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
+from rlxf.errors import RlxfError
 from rlxf.tracking.reduce import reduce_metrics
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
@@ -21,7 +22,7 @@ from rlxf.train.optim_config import OptimConfig
 from rlxf.train.precision import autocast
 
 
-class NonFiniteUpdateError(FloatingPointError):
+class NonFiniteUpdateError(RlxfError, FloatingPointError):
     """Too many optimizer steps in a row had a NaN/inf loss or gradient."""
 
 

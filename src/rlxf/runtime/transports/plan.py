@@ -19,10 +19,12 @@ from dataclasses import dataclass
 
 import torch
 
+from rlxf.errors import RlxfError
+
 STAMP_BYTES = 16  # int64 version, int64 bucket index
 
 
-class StaleWeightsError(RuntimeError):
+class StaleWeightsError(RlxfError, RuntimeError):
     """A rollout engine does not hold the version / the exact weights the trainer sent."""
 
 
