@@ -250,7 +250,7 @@ class AsyncRLConfig(Section):
                                          "while at most this many rows decode; null = when the bounds allow, "
                                          "0 = one batch at a time")
     off_policy_correction: bool = Field(True, description="algorithm.tis_level none -> token (capped at "
-                                        "algorithm.tis_cap)")
+                                        "algorithm.tis_cap), unless algorithm.rollout_mask weights tokens itself")
 
 
 class Config(Section):
