@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 
