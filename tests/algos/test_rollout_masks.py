@@ -56,6 +56,8 @@ def test_sequence_mis_masks_whole_rows_on_the_ratio_product():
     # products: 1.8 (kept), 2.25 (masked), 0.8 (kept, padding ignored)
     torch.testing.assert_close(out.keep, t([[1, 1], [0, 0], [1, 0]]))
     torch.testing.assert_close(out.weights, t([[1.8, 1.8], [0.0, 0.0], [0.8, 0.0]]))
+    default = rollout_mask_weights(old, rollout, mask, "mis_sequence")  # veRL Seq-MIS's 0.5_2.0
+    torch.testing.assert_close(default.keep, out.keep)
 
 
 def test_icepop_default_band_is_half_to_five():
@@ -133,6 +135,8 @@ def test_mismatch_metrics_by_hand():
     assert m["rollout_truncated_fraction"] == pytest.approx(0.25)
     plain = mismatch_metrics(old, rollout, mask)
     assert plain["rollout_masked_fraction"] == 0.0 and plain["rollout_truncated_fraction"] == 0.0
+    empty = mismatch_metrics(old, rollout, torch.zeros_like(mask))  # no loss token: zeros, not NaN
+    assert set(empty.values()) == {0.0}
 
 
 @pytest.mark.parametrize(
