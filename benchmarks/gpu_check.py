@@ -130,7 +130,7 @@ def log_prob_agreement(shape: dict, size: dict, device: str) -> dict:
 
 def rl_step(shape: dict, size: dict, device: str, work: Path) -> dict:
     """Two GRPO steps of the default algorithm at ``shape`` (bf16 weights); the second is reported."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops.rl import train_rl
     from rlxf.models.char_tokenizer import build_char_tokenizer
 

@@ -31,7 +31,7 @@ from common import emit
 CHILD = """
 import json, resource, sys, time
 import torch
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 torch.set_num_threads(1)
 start = time.time()

@@ -90,7 +90,7 @@ def run_in_process(name: str, recipe: str | None, overrides: list[str], per_seed
     """The sweep's runs one after another in this process, as ``rlxf sweep`` would start them (the same
     config, seed, one thread). On a loaded machine a new process spent ~3 minutes importing before its
     first step; here the imports are paid once. A seed whose ``summary.json`` exists is skipped."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
 
     (out / name).mkdir(parents=True, exist_ok=True)

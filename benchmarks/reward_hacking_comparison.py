@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import emit  # noqa: E402
-from rlxf.config import load_config  # noqa: E402
+from rlxf.checked_config import load_config  # noqa: E402
 from rlxf.data.arithmetic import addends  # noqa: E402
 from rlxf.data.judge_task import JUDGE_RUBRICS  # noqa: E402
 from rlxf.loops.rl import train_rl  # noqa: E402

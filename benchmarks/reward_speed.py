@@ -27,7 +27,7 @@ import torch  # noqa: E402
 
 from common import emit, median  # noqa: E402
 from reward_stage_share import RECIPES, run_recipe_steps  # noqa: E402
-from rlxf.config import load_config  # noqa: E402
+from rlxf.checked_config import load_config  # noqa: E402
 from rlxf.rewards.base import call_reward  # noqa: E402
 from rlxf.rewards.parallel import ParallelReward  # noqa: E402
 from rlxf.rewards.registry import build_reward  # noqa: E402

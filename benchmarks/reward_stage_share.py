@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 from common import emit  # noqa: E402
-from rlxf.config import load_config  # noqa: E402
+from rlxf.checked_config import load_config  # noqa: E402
 from rlxf.loops import get_loop  # noqa: E402
 
 RECIPES = Path(__file__).resolve().parents[1] / "src" / "rlxf" / "recipes"

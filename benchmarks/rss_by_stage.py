@@ -78,7 +78,7 @@ def main() -> None:
     sampler = StageSampler()
     import rlxf.loops.rl as rl
     import rlxf.loops.rl_session as session
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.roles.actor import ActorRole
     from rlxf.roles.rollout import RolloutRole
 

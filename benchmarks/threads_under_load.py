@@ -47,7 +47,7 @@ BUSY_LOOP = "while True:\n    pass\n"
 
 def child(run_dir: str, steps: int, sft_steps: int, overrides: list[str]) -> None:
     """Run the default recipe briefly and print the median step seconds (without eval/checkpoint)."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
 
     config = load_config(None, [

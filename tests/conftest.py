@@ -60,7 +60,7 @@ def sft_model_dir(tmp_path_factory, tiny_model_dir) -> str:
     about 0.1), so an RL step from it has rewards that differ within a group and a non-zero gradient.
     Runs that are compared for equality start here: a comparison of two runs that never train is a
     comparison of zeros (the raw tiny model scores reward 0 and gets grad norm 0 on most steps)."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
 
     run_dir = tmp_path_factory.mktemp("sft_start")

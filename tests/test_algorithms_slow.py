@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 
 RECIPES = Path(__file__).parents[1] / "src" / "rlxf" / "recipes"

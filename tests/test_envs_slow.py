@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 
 RECIPES = Path(__file__).parents[1] / "src" / "rlxf" / "recipes"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 
 

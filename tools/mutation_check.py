@@ -52,6 +52,7 @@ OWN_TESTS = {
     "masked": ["tests/algos/test_aggregation.py"], "policy_losses": ["tests/algos/test_policy_loss.py"],
     "policy_objective": ["tests/algos/test_policy_loss.py"], "preference_losses": ["tests/algos/test_preference_losses.py"],
     "presets": ["tests/algos/test_config.py"], "sft": ["tests/algos/test_aggregation.py"],
+    "rollout_masks": ["tests/algos/test_rollout_masks.py"], "mismatch_metrics": ["tests/algos/test_rollout_masks.py"],
 }
 # (module glob relative to the source root, the stages of fast tests that cover it), first match wins.
 TARGETS: list[tuple[str, list[list[str]]]] = [

@@ -39,7 +39,7 @@ def _write(text: str) -> None:
 
 
 def cmd_train(ns: argparse.Namespace) -> int:
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
 
     recipe, overrides = _split_recipe(ns.args)
@@ -82,7 +82,7 @@ def cmd_plot(ns: argparse.Namespace) -> int:
 
 
 def cmd_eval(ns: argparse.Namespace) -> int:
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.eval.answers import answer_extractor
     from rlxf.eval.compare import compare_checkpoints
     from rlxf.eval.harness import EvalSettings, evaluate_checkpoint
@@ -134,7 +134,7 @@ def default_ks(n: int) -> list[int]:
 
 
 def cmd_serve_reward(ns: argparse.Namespace) -> int:
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.rewards.registry import build_reward
     from rlxf.rewards.server import ServerSettings, serve, token_from_env
 
@@ -153,7 +153,7 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
 
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.sweep.report import markdown_table, plot_band, summarize
     from rlxf.sweep.runs import run_seeds, seed_overrides
 
@@ -200,7 +200,8 @@ def cmd_studio(ns: argparse.Namespace) -> int:
 
 
 def cmd_config_show(ns: argparse.Namespace) -> int:
-    from rlxf.config import DEFAULT_RECIPE, load_config
+    from rlxf.checked_config import load_config
+    from rlxf.config import DEFAULT_RECIPE
     from rlxf.config_reference import describe_config
 
     recipe, overrides = _split_recipe(ns.args)

@@ -1,8 +1,10 @@
 """The typed config tree, loaded from a YAML recipe plus dotted ``key=value`` overrides.
 
 Every section forbids unknown keys, so a typo fails at start-up with the dotted path of the key; names
-are checked at load too (loop, task and the task's keyword arguments, reward, engine, runtime, backend),
-and every key has a description (``rlxf config show`` prints them with the values and defaults).
+are checked at load too (task and the task's keyword arguments, reward, algorithm names, backend), and
+every key has a description (``rlxf config show`` prints them with the values and defaults). This
+module imports no loop: the checks that need the loops (the loop's name; loop x engine x runtime x
+backend) are ``rlxf.checked_config``'s, whose ``load_config`` / ``build_config`` load a recipe.
 Batch sizes are counted in *trajectories* (one prompt + one response) unless the name says prompts:
 
 * ``train.prompts_per_step``  prompts drawn per RL step; each gets ``rollout.n_samples`` responses,
@@ -30,7 +32,7 @@ from rlxf.runtime.config import RuntimeConfig
 from rlxf.tracking.config import LoggingConfig
 from rlxf.train.optim_config import OptimConfig
 
-__all__ = ["Config", "ConfigError", "build_config", "dump_config", "load_config", "parse_override"]
+__all__ = ["Config", "ConfigError", "build_config_tree", "dump_config", "parse_override", "read_config_tree"]
 
 DEFAULT_RECIPE = Path(__file__).parent / "recipes" / "default.yaml"
 
@@ -251,7 +253,7 @@ class AsyncRLConfig(Section):
                                          "while at most this many rows decode; null = when the bounds allow, "
                                          "0 = one batch at a time")
     off_policy_correction: bool = Field(True, description="algorithm.tis_level none -> token (capped at "
-                                        "algorithm.tis_cap)")
+                                        "algorithm.tis_cap), unless algorithm.rollout_mask weights tokens itself")
 
 
 class Config(Section):
@@ -282,15 +284,6 @@ class Config(Section):
                                     "queue, interruptible generation")
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig, description="where the roles live: this process, "
                                    "child processes or Ray actors (docs/distributed.md)")
-
-    @field_validator("loop")
-    @classmethod
-    def _known_loop(cls, name: str) -> str:
-        from rlxf.loops import LOOPS
-
-        if name not in LOOPS.names():
-            raise ValueError(f"unknown loop {name!r}; known: {LOOPS.names()}")
-        return name
 
     @model_validator(mode="after")
     def _batch_sizes_divide(self) -> Config:
@@ -334,23 +327,6 @@ class Config(Section):
         return self
 
 
-    @model_validator(mode="after")
-    def _settings_work_together(self) -> Config:
-        """loop x rollout engine x runtime x train backend (and the loop's other needs), at load: a run
-        must not load, evaluate and then die on a pair it cannot run (rlxf.loops.LOOP_NEEDS)."""
-        from rlxf.loops.refusals import refusal_of
-        from rlxf.rollout.engine import ROLLOUT_ENGINES
-        from rlxf.runtime import RUNTIMES
-
-        for key, value, registry in (("rollout.engine", self.rollout.engine, ROLLOUT_ENGINES),
-                                     ("runtime.kind", self.runtime.kind, RUNTIMES)):
-            if value not in registry.names():
-                raise ValueError(f"unknown {key} {value!r}; known: {registry.names()}")
-        problem = refusal_of(self)
-        if problem:
-            raise ValueError(problem)
-        return self
-
 
 def _format_validation_error(err: ValidationError) -> str:
     lines = []
@@ -368,16 +344,19 @@ def _format_validation_error(err: ValidationError) -> str:
     return "; ".join(lines)
 
 
-def build_config(tree: dict) -> Config:
+def build_config_tree(tree: dict) -> Config:
+    """The typed tree of ``tree``, without the checks that need the loops (``rlxf.checked_config``'s
+    ``build_config`` adds them: call that one to load a recipe)."""
     try:
         return Config.model_validate(tree)
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err)) from None
 
 
-def load_config(recipe: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+def read_config_tree(recipe: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> dict:
+    """The recipe (the default one when None) with the dotted overrides applied, as a plain dict."""
     tree = read_recipe(Path(recipe) if recipe else DEFAULT_RECIPE)
-    return build_config(apply_overrides(tree, overrides))
+    return apply_overrides(tree, overrides)
 
 
 def dump_config(config: Config) -> str:

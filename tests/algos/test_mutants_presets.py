@@ -8,7 +8,8 @@ BASE = {
     "clip_low": 0.2, "clip_high": 0.2, "dual_clip": None, "gamma": 1.0, "lam": 0.95, "norm_adv_by_std": True,
     "adv_eps": 1e-6, "kl_coef": 0.0, "kl_in_reward": False, "kl_target": None, "kl_horizon": 10000,
     "entropy_coef": 0.0, "use_critic": False, "value_clip": 0.2, "value_coef": 0.5, "ppo_epochs": 1,
-    "tis_level": "none", "tis_cap": 2.0, "dynamic_sampling": False, "max_sampling_rounds": 1,
+    "tis_level": "none", "tis_cap": 2.0, "rollout_mask": "none", "rollout_mask_low": None,
+    "rollout_mask_high": None, "dynamic_sampling": False, "max_sampling_rounds": 1,
     "overlong_buffer_len": 0, "overlong_penalty": 1.0, "filter_overlong": False,
 }
 CHANGES = {  # what each paper changes from the base

@@ -1,6 +1,7 @@
 import pytest
 
-from rlxf.config import ConfigError, load_config, parse_override
+from rlxf.checked_config import load_config
+from rlxf.config import ConfigError, parse_override
 
 
 def test_default_recipe_loads():

@@ -8,8 +8,9 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
+from rlxf.checked_config import load_config
 from rlxf.cli import main
-from rlxf.config import Config, load_config
+from rlxf.config import Config
 from rlxf.config_reference import _section_type, config_key_exists, describe_config
 from rlxf.models.cache_dir import user_cache_dir
 from rlxf.models.loading import resolve_model_path

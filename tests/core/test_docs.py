@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from rlxf.checked_config import build_config, load_config
 from rlxf.cli import _split_recipe, main, parse_command_line
-from rlxf.config import DEFAULT_RECIPE, Config, build_config, load_config
+from rlxf.config import DEFAULT_RECIPE, Config
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -2,15 +2,17 @@
 
 Layers, top to bottom (a module imports from its own layer or below):
 
-    cli, studio, sweep -> loops (and ``rlxf.config``) -> roles / eval / envs -> rewards / rollout / train / runtime
-        -> models / data / algos / tracking -> batch, registry, awaitables, config_error, errors
+    cli, studio, sweep, checked_config -> loops (and ``rlxf.config``) -> roles / eval / envs
+        -> rewards / rollout / train / runtime -> models / data / algos / tracking
+        -> batch, registry, awaitables, config_error, errors
 
-``rlxf.config`` is the assembled config tree: it checks every registry's names and every loop x engine
-x runtime x backend pair at load, so it sits with the loops; the sections live with the layer that
-uses them (``train/optim_config.py``, ``algos/config.py``, ``runtime/config.py``). Every import
-statement counts, module-level or inside a function (an implementation registers itself where it is
-defined; a lazy ``Registry(modules=...)`` names its modules as strings, not imports); only imports
-under ``if TYPE_CHECKING:`` (annotations, never executed) are left out.
+``rlxf.config`` is the assembled config tree and imports no loop; the sections live with the layer
+that uses them (``train/optim_config.py``, ``algos/config.py``, ``runtime/config.py``). What needs the
+loops to decide (the loop's name, loop x engine x runtime x backend) is ``rlxf.checked_config``, above
+the loops, which every recipe load goes through. Every import statement counts: at module level, inside
+a function, and under ``if TYPE_CHECKING:`` (an annotation-only import still ties the two modules
+together, and a circle through one is a circle). An implementation registers itself where it is
+defined; a lazy ``Registry(modules=...)`` names its modules as strings, not imports.
 """
 
 from __future__ import annotations
@@ -24,20 +26,13 @@ import rlxf
 
 SOURCE = Path(rlxf.__file__).parent
 LAYERS = {
-    "cli": 6, "studio": 6, "sweep": 6,
+    "cli": 6, "studio": 6, "sweep": 6, "checked_config": 6,
     "loops": 5, "config": 5, "overrides": 5, "config_reference": 5,
     "roles": 4, "eval": 4, "envs": 4,
     "rewards": 3, "rollout": 3, "train": 3, "runtime": 3,
     "models": 2, "data": 2, "algos": 2, "tracking": 2,
     "batch": 1, "registry": 1, "awaitables": 1, "config_error": 1, "errors": 1, "": 1,
 }
-# Upward imports still there, each with the issue that removes it (an empty set: none allowed).
-KNOWN_UPWARD: set[tuple[str, str]] = set()
-# Circles still there. tracking/ (its own owner's area): LoggingConfig's validator looks its sink names
-# up in tracking/metrics.py, which imports LoggingConfig; METRIC_SINKS in a module of its own ends it.
-KNOWN_CIRCLES = [["rlxf.tracking.config", "rlxf.tracking.metrics"]]
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(SOURCE.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -49,24 +44,12 @@ def layer_of(module: str) -> int:
     return LAYERS[part]
 
 
-def _type_checking_nodes(tree: ast.Module) -> set[int]:
-    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks."""
-    inside = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
-            inside |= {id(child) for stmt in node.body for child in ast.walk(stmt)}
-    return inside
-
-
 def rlxf_imports(path: Path) -> list[tuple[str, int]]:
-    """(imported rlxf module, line) for every executed import of ``path``; ``from a.b import c``
-    counts as ``a.b.c`` when that is a module, else ``a.b``."""
+    """(imported rlxf module, line) for every import statement of ``path`` (module level, in a function,
+    under ``TYPE_CHECKING``); ``from a.b import c`` counts as ``a.b.c`` when that is a module, else ``a.b``."""
     tree = ast.parse(path.read_text())
-    skip = _type_checking_nodes(tree)
     found = []
     for node in ast.walk(tree):
-        if id(node) in skip:
-            continue
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names if alias.name.split(".")[0] == "rlxf"]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.split(".")[0] == "rlxf":
@@ -85,7 +68,7 @@ def upward_imports(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
         f"{module}:{line} imports {target} (layer {layer_of(target)} above {layer_of(module)})"
         for module, imports in graph.items()
         for target, line in imports
-        if layer_of(target) > layer_of(module) and (module, target) not in KNOWN_UPWARD
+        if layer_of(target) > layer_of(module)
     )
 
 
@@ -135,7 +118,16 @@ def test_no_module_imports_a_layer_above_its_own():
 
 
 def test_no_import_circles():
-    assert [c for c in circles(GRAPH) if c not in KNOWN_CIRCLES] == []
+    assert circles(GRAPH) == []
+
+
+def test_annotation_only_and_function_imports_count(tmp_path):
+    """An import under ``TYPE_CHECKING`` or inside a function is an edge like any other."""
+    source = tmp_path / "m.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "if TYPE_CHECKING:\n    from rlxf.batch import TrajectoryBatch\n"
+                      "def f():\n    import rlxf.registry\n")
+    assert rlxf_imports(source) == [("rlxf.batch", 3), ("rlxf.registry", 5)]
 
 
 def test_the_checks_catch_an_upward_import_and_a_circle():
@@ -152,3 +144,9 @@ def test_the_checks_catch_an_upward_import_and_a_circle():
 @pytest.mark.parametrize("path", sorted(SOURCE.rglob("*.py")), ids=lambda p: str(p.relative_to(SOURCE)))
 def test_every_file_is_under_500_lines(path):
     assert len(path.read_text().splitlines()) < 500
+
+
+def test_the_config_tree_imports_no_loop():
+    """``rlxf.config`` shares the loops' layer but is their input: the checks that need a loop live in
+    ``rlxf.checked_config``, above them (DESIGN.md)."""
+    assert [target for target, _ in GRAPH["rlxf.config"] if target.split(".")[:2] == ["rlxf", "loops"]] == []

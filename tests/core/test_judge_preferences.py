@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.data.files import DatasetError
 from rlxf.data.judge_preferences import preference_judge_task
 from rlxf.loops.rl import train_rl

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import assert_trains, small_overrides
 from tests.core import helpers

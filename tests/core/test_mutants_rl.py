@@ -12,7 +12,7 @@ from torch.testing import assert_close
 
 from rlxf.algos import AlgorithmConfig, FixedKLController
 from rlxf.batch import TrajectoryBatch
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import StageTimer, train_on_batch, train_rl
 from rlxf.loops.run_state import RunState
 from rlxf.roles.reward import RewardError

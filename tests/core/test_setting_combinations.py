@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from rlxf.config import ConfigError, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import ConfigError
 from rlxf.loops import LOOP_MODULES, get_loop
 from tests.conftest import small_overrides
 

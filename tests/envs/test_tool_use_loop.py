@@ -7,7 +7,7 @@ import json
 
 import torch
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import rl
 from tests.conftest import small_overrides
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from rlxf.loops.run_state import RunState
 from tests.conftest import small_overrides

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 
 from rlxf.algos import PreferenceLossConfig
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.data.preferences import pair_batch, without_eos
 from rlxf.loops.dpo import PairScorer, pair_loss_share
 from rlxf.loops.reward_model import pair_scores

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rlxf.config import DEFAULT_RECIPE, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import DEFAULT_RECIPE
 from rlxf.data.judge_task import JUDGE_RUBRICS
 from rlxf.loops.rl import train_rl
 from rlxf.rewards.judge import JudgeReward

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.offline import run_offline
 from rlxf.loops.rl import train_rl
 from rlxf.loops.rl_session import RLSession

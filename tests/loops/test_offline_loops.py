@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from rlxf.rewards.registry import build_reward
 from tests.conftest import small_overrides

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from rlxf.loops.online_dpo import best_and_worst
 from tests.conftest import small_overrides

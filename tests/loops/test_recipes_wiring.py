@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from tests.conftest import small_overrides
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from tests.conftest import small_overrides
 
@@ -79,3 +79,16 @@ def test_held_out_evaluation_sees_the_trained_weights(tmp_path, tiny_model_dir, 
     logged = {r["step"]: {k: r[k] for k in keys} for r in rows if "eval/reward" in r and r["step"] > 0}
     assert own[1] != own[2]  # the two policies answer differently
     assert logged == {1: pytest.approx(own[1]), 2: pytest.approx(own[2])}
+
+
+@pytest.mark.parametrize(("overrides", "tis_level"), [
+    ([], "token"),  # off-policy correction switches TIS on
+    (["algorithm.rollout_mask=geometric"], "token"),  # a mask that only masks goes with TIS
+    (["algorithm.rollout_mask=icepop"], "none"),  # a mask that weights its kept tokens refuses TIS
+    (["async_rl.off_policy_correction=false"], "none"),
+])
+def test_async_off_policy_correction_and_rollout_masks(overrides, tis_level):
+    from rlxf.loops.rl_async import async_config
+
+    config = load_config(None, ["loop=rl_async", *overrides])
+    assert async_config(config).algorithm.tis_level == tis_level

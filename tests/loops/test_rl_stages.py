@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 
@@ -78,3 +78,15 @@ def test_bf16_rollouts_for_an_fp32_trainer_are_corrected_by_tis(tmp_path, tiny_m
     assert fp32[0]["policy/rollout_log_prob_diff"] < 1e-4
     assert 1e-4 < bf16[0]["policy/rollout_log_prob_diff"] < 0.1
     assert bf16[0]["policy/tis_weight_max"] > 1.0 > fp32[0]["policy/tis_weight_max"] - 1e-3
+
+
+def test_bf16_rollouts_with_a_tight_token_mask_drop_some_tokens(tmp_path, tiny_model_dir):
+    # bf16 rollouts for the fp32 trainer: |delta log p| up to ~1e-2, so a +-0.1% band on the ratio
+    # drops some loss tokens and keeps others; the mismatch metrics are logged beside the mask's
+    rows = run_steps(tmp_path, tiny_model_dir, "algorithm.rollout_mask=mis_token", "algorithm.rollout_mask_low=0.999",
+                     "algorithm.rollout_mask_high=1.001", "rollout.engine_options.dtype=bfloat16")
+    row = rows[0]
+    assert 0.0 < row["policy/rollout_masked_fraction"] < 1.0
+    assert 0.0 < row["policy/rollout_log_prob_diff"] < row["policy/rollout_log_prob_diff_max"] < 1.0
+    assert row["policy/rollout_kl_k3"] >= 0.0 and row["policy/rollout_truncated_fraction"] == 0.0
+    assert 0.999 <= row["policy/rollout_mask_weight_mean"] <= 1.001

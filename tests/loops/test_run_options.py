@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 

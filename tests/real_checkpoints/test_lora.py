@@ -10,7 +10,8 @@ import torch
 import transformers
 from safetensors.torch import load_file
 
-from rlxf.config import LoraConfig, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import LoraConfig
 from rlxf.loops.rl import train_rl
 from rlxf.models.loading import load_causal_lm
 from rlxf.models.lora import ADAPTER_DIR, adapter_off, apply_lora, merged_state_dict, save_lora_checkpoint

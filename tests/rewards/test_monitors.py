@@ -53,7 +53,7 @@ def test_no_alarm_when_both_rise():
 def test_monitors_fire_on_a_length_paying_reward(tmp_path, tiny_model_dir):
     """SFT teaches 'a number, then stop'; RL on a reward that pays for length makes the policy ramble,
     the held-out verifier (the arithmetic rule) falls, and the alarm goes off in the metrics and the console."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops.rl import train_rl
 
     lines = []

@@ -48,7 +48,7 @@ def test_engine_module_imports_no_vllm():
 
 
 def test_config_selects_vllm_by_name():
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
 
     config = load_config(None, ["rollout.engine=vllm", "rollout.engine_options={gpu_memory_utilization: 0.5}"])
     assert config.rollout.engine == "vllm"
@@ -284,7 +284,8 @@ def test_glue_sleep_needs_sleep_mode_and_async_loop_is_refused(fake_vllm, policy
     with pytest.raises(RuntimeError, match="enable_sleep_mode"):
         engine.sleep()
     assert engine.capabilities == frozenset()  # not interruptible: loop rl_async refuses it at config load
-    from rlxf.config import ConfigError, load_config
+    from rlxf.checked_config import load_config
+    from rlxf.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"loop=rl_async.*rollout\.engine=vllm"):
         load_config(None, ["loop=rl_async", "rollout.engine=vllm"])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import setup
 from rlxf.loops.rl import train_rl
 from tests.conftest import assert_trains, small_overrides

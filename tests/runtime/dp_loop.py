@@ -10,8 +10,8 @@ import shutil
 import pytest
 from safetensors.torch import load_file
 
+from rlxf.checked_config import load_config
 from rlxf.cli import main
-from rlxf.config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import assert_trains, small_overrides
 

@@ -8,7 +8,8 @@ import json
 import pytest
 import torch.distributed as dist
 
-from rlxf.config import ConfigError, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import ConfigError
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 

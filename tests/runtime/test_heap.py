@@ -4,7 +4,7 @@ import json
 import platform
 
 import rlxf.loops.rl as rl_loop
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import StageTimer, train_rl
 from rlxf.runtime import heap
 from tests.conftest import small_overrides

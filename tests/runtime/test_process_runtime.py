@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from rlxf.runtime.process_runtime import RoleProcessDied
 from tests.conftest import small_overrides

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops import get_loop
 from tests.conftest import small_overrides
 

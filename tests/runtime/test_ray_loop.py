@@ -32,7 +32,7 @@ def test_custom_placement_map_groups_roles_into_bundles(ray_cluster):
     others get one each, and the Ray placement group holds exactly those bundles, spread."""
     from ray.util.placement_group import placement_group_table
 
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.runtime.ray_runtime import RayRuntime
 
     config = load_config(None, ["runtime.kind=ray", "runtime.placement={rollout: gen, reward: gen, actor: train}",

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from rlxf.runtime.process_runtime import ProcessRuntime, RoleProcessDied
 from rlxf.train import checkpoint as ckpt

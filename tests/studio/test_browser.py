@@ -48,7 +48,7 @@ def browser():
 @pytest.fixture(scope="module")
 def runs_dir(tmp_path_factory, tiny_model_dir):
     """A finished tiny GRPO run (3 steps, rollouts logged every step) and a run whose logged rollouts are hostile."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
 
     runs = tmp_path_factory.mktemp("studio") / "runs"

@@ -105,14 +105,15 @@ def test_a_missing_tracker_library_names_the_sink_and_the_extra():
 
 
 def test_an_unknown_sink_fails_at_start_up():
-    from rlxf.config import ConfigError, load_config
+    from rlxf.checked_config import load_config
+    from rlxf.config import ConfigError
 
     with pytest.raises(ConfigError, match="logging.sinks.*unknown metric sink.*'tensorbaord'"):
         load_config(None, ["logging.sinks=[console,tensorbaord]"])
 
 
 def test_async_run_logs_each_samples_policy_version(tmp_path, tiny_model_dir):
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.loops import get_loop
     from tests.conftest import small_overrides
 

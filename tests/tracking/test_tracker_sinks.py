@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
 from tests.tracking.tracker_files import (

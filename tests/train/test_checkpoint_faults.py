@@ -10,7 +10,8 @@ import pytest
 from transformers import AutoModelForCausalLM
 
 from rlxf.algos import AlgorithmConfig
-from rlxf.config import OptimConfig, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import OptimConfig
 from rlxf.loops.rl import train_rl
 from rlxf.loops.run_state import RunState, load_run_state, save_checkpoint
 from rlxf.roles.actor import ActorRole

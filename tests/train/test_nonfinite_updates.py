@@ -7,7 +7,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from rlxf.config import OptimConfig, load_config
+from rlxf.checked_config import load_config
+from rlxf.config import OptimConfig
 from rlxf.loops.rl import train_rl
 from rlxf.train.engine import NonFiniteUpdateError, TrainEngine
 from tests.conftest import small_overrides

@@ -15,7 +15,7 @@ from rlxf.algos.config import AlgorithmConfig, describe_presets
 from rlxf.algos.critic_loss import value_loss
 from rlxf.algos.dapo import drop_truncated, overlong_shaping_penalty
 from rlxf.algos.groups import group_stats, groups_with_signal
-from rlxf.algos.importance_sampling import truncated_is_weights
+from rlxf.algos.importance_sampling import truncated_by_tis, truncated_is_weights
 from rlxf.algos.kl import (
     KL_ESTIMATORS,
     AdaptiveKLController,
@@ -24,6 +24,7 @@ from rlxf.algos.kl import (
     kl_controller_from_config,
     kl_per_token,
 )
+from rlxf.algos.mismatch_metrics import mismatch_metrics
 from rlxf.algos.policy_losses import POLICY_LOSSES
 from rlxf.algos.policy_objective import policy_loss
 from rlxf.algos.preference_losses import (
@@ -33,6 +34,7 @@ from rlxf.algos.preference_losses import (
     preference_loss,
 )
 from rlxf.algos.presets import PRESETS
+from rlxf.algos.rollout_masks import ROLLOUT_MASKS, rollout_mask_weights
 from rlxf.algos.sft import masked_token_nll
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "POLICY_LOSSES",
     "PREFERENCE_LOSSES",
     "PRESETS",
+    "ROLLOUT_MASKS",
     "AdaptiveKLController",
     "AlgorithmConfig",
     "FixedKLController",
@@ -59,10 +62,13 @@ __all__ = [
     "kl_controller_from_config",
     "kl_per_token",
     "masked_token_nll",
+    "mismatch_metrics",
     "overlong_shaping_penalty",
     "policy_loss",
     "preference_loss",
+    "rollout_mask_weights",
     "token_rewards_from_scores",
+    "truncated_by_tis",
     "truncated_is_weights",
     "value_loss",
 ]

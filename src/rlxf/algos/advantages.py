@@ -14,7 +14,7 @@ normalisation set: the group (``grpo``) or the whole batch's loss tokens (``gae`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
@@ -22,8 +22,17 @@ from rlxf.algos.groups import group_stats
 from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_sum, masked_whiten
 from rlxf.registry import Registry
 
-if TYPE_CHECKING:
-    from rlxf.algos.config import AlgorithmConfig
+
+class AdvantageKnobs(Protocol):
+    """The ``AlgorithmConfig`` fields an estimator reads. A protocol, not the class: ``algos/config.py``
+    imports this registry to check its names, so this module must not import the config back."""
+
+    advantage_estimator: str
+    gamma: float
+    lam: float
+    norm_adv_by_std: bool
+    adv_eps: float
+
 
 Estimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
@@ -62,7 +71,7 @@ def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: f
 
 
 def compute_advantages(
-    cfg: AlgorithmConfig,
+    cfg: AdvantageKnobs,
     token_rewards: torch.Tensor,
     mask: torch.Tensor,
     group_ids: torch.Tensor,

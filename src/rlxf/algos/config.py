@@ -17,8 +17,9 @@ from rlxf.algos.aggregation import LOSS_AGGREGATIONS
 from rlxf.algos.kl import KL_ESTIMATORS
 from rlxf.algos.policy_losses import POLICY_LOSSES
 from rlxf.algos.presets import PRESET_SOURCES, PRESETS
+from rlxf.algos.rollout_masks import ROLLOUT_MASKS, rollout_mask_band
 
-_NULLABLE = frozenset({"dual_clip", "value_clip", "kl_target"})
+_NULLABLE = frozenset({"dual_clip", "value_clip", "kl_target", "rollout_mask_low", "rollout_mask_high"})
 GREEDY_BASELINE_ESTIMATORS = frozenset({"remax"})  # advantage estimators that need a greedy rollout
 
 # Fields default to None = "take the preset's value"; the validator below fills them.
@@ -60,6 +61,11 @@ class AlgorithmConfig(BaseModel):
 
     tis_level: Literal["none", "token", "sequence"] = Field(None, description="truncated IS vs rollout log-probs")
     tis_cap: float = Field(None, gt=0, description="truncated IS weight cap")
+    rollout_mask: str = Field(None, description="ROLLOUT_MASKS name: none, mis_token, mis_sequence, icepop, "
+                                                "geometric (algos/rollout_masks.py)")
+    rollout_mask_low: float | None = Field(None, gt=0, description="band's lower bound on pi_train/pi_rollout; "
+                                                                   "None: the mode's default")
+    rollout_mask_high: float | None = Field(None, gt=0, description="band's upper bound; None: the mode's default")
 
     dynamic_sampling: bool = Field(None, description="DAPO: drop groups whose rewards are all equal, resample")
     max_sampling_rounds: int = Field(None, ge=1, description="DAPO: rollout rounds allowed to fill a batch")
@@ -95,11 +101,26 @@ class AlgorithmConfig(BaseModel):
             value = getattr(self, field_name)
             if value not in registry:
                 raise ValueError(f"{field_name}: unknown {registry.kind} {value!r}; known: {', '.join(registry.names())}")
+        if self.rollout_mask not in ROLLOUT_MASKS:
+            raise ValueError(f"rollout_mask: unknown {ROLLOUT_MASKS.kind} {self.rollout_mask!r}; "
+                             f"known: {', '.join(ROLLOUT_MASKS.names())}")
+        self._check_rollout_mask()
         if self.advantage_estimator == "gae" and not self.use_critic:
             raise ValueError("advantage_estimator 'gae' needs a critic: set use_critic=True")
         if self.kl_target is not None and self.kl_coef <= 0:
             raise ValueError("kl_target (adaptive KL) needs kl_coef > 0 as its starting value")
         return self
+
+    def _check_rollout_mask(self) -> None:
+        spec = ROLLOUT_MASKS.get(self.rollout_mask)
+        if spec is None:
+            return
+        low, high = rollout_mask_band(self.rollout_mask, self.rollout_mask_low, self.rollout_mask_high)
+        if not low < high:
+            raise ValueError(f"rollout_mask {self.rollout_mask!r}: band [{low:g}, {high:g}] needs low < high")
+        if spec.weighted and self.tis_level != "none":
+            raise ValueError(f"rollout_mask {self.rollout_mask!r} weights the tokens it keeps by their ratio; "
+                             f"set tis_level 'none' (only 'geometric' combines with TIS)")
 
     @property
     def needs_greedy_baseline(self) -> bool:

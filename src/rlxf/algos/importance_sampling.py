@@ -31,8 +31,26 @@ def truncated_is_weights(
     if level == "none":
         return None
     with torch.no_grad():
-        log_ratio = masked_fill_zero(old_log_probs.float() - rollout_log_probs.float(), mask)
-        if level == "sequence":
-            log_ratio = masked_sum(log_ratio, mask, dim=1).unsqueeze(1).expand(mask.shape)
+        log_ratio = _level_log_ratio(old_log_probs, rollout_log_probs, mask, level)
         weights = log_ratio.clamp(max=math.log(cap)).exp()
         return masked_fill_zero(weights, mask)
+
+
+def truncated_by_tis(
+    old_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, mask: torch.Tensor, level: str, cap: float
+) -> torch.Tensor | None:
+    """[B, R] bool: the loss tokens whose TIS weight is capped (ratio above ``cap``); None for ``none``."""
+    if level == "none":
+        return None
+    with torch.no_grad():
+        log_ratio = _level_log_ratio(old_log_probs, rollout_log_probs, mask, level)
+        return (log_ratio > math.log(cap)) & mask.bool()
+
+
+def _level_log_ratio(
+    old_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, mask: torch.Tensor, level: str
+) -> torch.Tensor:
+    log_ratio = masked_fill_zero(old_log_probs.float() - rollout_log_probs.float(), mask)
+    if level == "sequence":
+        log_ratio = masked_sum(log_ratio, mask, dim=1).unsqueeze(1).expand(mask.shape)
+    return log_ratio

@@ -19,15 +19,24 @@ Beyond the cap a token's KL term is constant: it adds ``kl_coef * kl_cap`` and n
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from rlxf.algos.masked import masked_fill_zero, masked_sum
 from rlxf.registry import Registry
 
-if TYPE_CHECKING:
-    from rlxf.algos.config import AlgorithmConfig
+
+class KLKnobs(Protocol):
+    """The ``AlgorithmConfig`` fields read here. A protocol, not the class: ``algos/config.py`` imports
+    ``KL_ESTIMATORS`` to check its names, so this module must not import the config back."""
+
+    kl_estimator: str
+    kl_cap: float | None
+    kl_coef: float
+    kl_target: float | None
+    kl_horizon: int
+
 
 KLEstimator = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 KL_ESTIMATORS: Registry[KLEstimator] = Registry("KL estimator")
@@ -64,7 +73,7 @@ def kl_per_token(
 
 
 def apply_kl_to_rewards(
-    cfg: AlgorithmConfig,
+    cfg: KLKnobs,
     token_rewards: torch.Tensor,
     log_probs: torch.Tensor,
     ref_log_probs: torch.Tensor,
@@ -119,7 +128,7 @@ class AdaptiveKLController:
         self.value *= 1.0 + error * n_steps / self.horizon
 
 
-def kl_controller_from_config(cfg: AlgorithmConfig) -> FixedKLController | AdaptiveKLController:
+def kl_controller_from_config(cfg: KLKnobs) -> FixedKLController | AdaptiveKLController:
     """Adaptive when ``cfg.kl_target`` is set (starting from ``cfg.kl_coef``), else fixed."""
     if cfg.kl_target is None:
         return FixedKLController(cfg.kl_coef)

@@ -1,6 +1,6 @@
 """What a loop refuses to run with (``LOOP_NEEDS``), as one sentence naming the setting and what to do.
 
-The config checks these at load (``Config._settings_work_together``), so a run never builds its models
+The config checks these at load (``rlxf.checked_config.check_config``), so a run never builds its models
 and then dies on a pair it cannot run. Each refusal returns what is wrong with the config for the
 loop's ``LoopNeeds``, or None.
 """

@@ -13,7 +13,8 @@ trainer re-checks and drops violators (``async/dropped_stale``, expected 0). ``m
 the synchronous schedule, ``1`` one-step-off-policy.
 
 Off-policy correction (on by default, ``async_rl.off_policy_correction``): ``algorithm.tis_level``
-``none`` becomes ``token``: each token's loss is weighted by ``min(pi_old / pi_rollout, tis_cap)``,
+``none`` becomes ``token`` (unless ``algorithm.rollout_mask`` is a mode that weights kept tokens itself:
+``mis_token``, ``mis_sequence``, ``icepop``): each token's loss is weighted by ``min(pi_old / pi_rollout, tis_cap)``,
 where ``pi_rollout`` are the log-probs recorded at sampling (whatever version produced the token)
 and ``pi_old`` the trainer's log-probs before the update. With several mini-batches or PPO epochs
 ``old_log_probs`` are recomputed by the trainer, which makes this decoupled PPO: the clip is taken
@@ -38,6 +39,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from rlxf.algos import ROLLOUT_MASKS
 from rlxf.config import Config
 from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
@@ -54,6 +56,9 @@ def async_config(config: Config) -> Config:
     """Switch on off-policy correction. (What this loop does not support is refused at config load:
     rlxf.loops.LOOP_NEEDS.)"""
     algo = config.algorithm
+    mask = ROLLOUT_MASKS.get(algo.rollout_mask)
+    if mask is not None and mask.weighted:  # the mask's kept tokens carry their own ratio weight
+        return config
     if config.async_rl.off_policy_correction and algo.tis_level == "none":
         config = config.model_copy(update={"algorithm": algo.model_copy(update={"tis_level": "token"})})
     return config

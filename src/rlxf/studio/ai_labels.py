@@ -24,7 +24,7 @@ def verdict_from_scores(first: float, second: float, tie_margin: float = 0.0) ->
 
 def reward_from_recipe(recipe: str | None, overrides: list[str]):
     """(a name for the judge, the recipe's reward object)."""
-    from rlxf.config import load_config
+    from rlxf.checked_config import load_config
     from rlxf.rewards.registry import build_reward
 
     section = load_config(recipe, overrides).reward

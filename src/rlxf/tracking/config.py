@@ -1,6 +1,6 @@
 """The ``logging`` section of the config tree: where metrics and samples go, and how trackers name the run.
 
-* ``sinks``          metric sinks by name (``rlxf.tracking.METRIC_SINKS``): console, jsonl, tensorboard,
+* ``sinks``          metric sinks by name (``rlxf.tracking.sinks.METRIC_SINKS``): console, jsonl, tensorboard,
   wandb, mlflow. The trackers are optional extras (``pip install rlxf[tracking]``), imported when chosen.
 * ``project`` / ``run_name`` / ``tags``  how the trackers file the run (W&B project, MLflow experiment);
   ``run_name`` defaults to the run directory's name.
@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rlxf.tracking.sinks import METRIC_SINKS
 
 
 class _Section(BaseModel):
@@ -52,8 +54,6 @@ class LoggingConfig(_Section):
     @field_validator("sinks")
     @classmethod
     def _known_sinks(cls, names: list[str]) -> list[str]:
-        from rlxf.tracking.metrics import METRIC_SINKS
-
         unknown = [n for n in names if n not in METRIC_SINKS.names()]
         if unknown:
             raise ValueError(f"unknown metric sink(s) {unknown}; known: {METRIC_SINKS.names()}")

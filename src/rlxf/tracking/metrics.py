@@ -15,14 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from rlxf.registry import Registry
 from rlxf.tracking.config import LoggingConfig
-
-METRIC_SINKS: Registry = Registry("metric sink", modules={
-    "tensorboard": "rlxf.tracking.tensorboard_sink",
-    "wandb": "rlxf.tracking.wandb_sink",
-    "mlflow": "rlxf.tracking.mlflow_sink",
-})
+from rlxf.tracking.sinks import METRIC_SINKS
 
 # The compact console line shows these, in this order, when present.
 CONSOLE_KEYS = [

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 
-from rlxf.tracking.metrics import METRIC_SINKS, SinkContext
+from rlxf.tracking.metrics import SinkContext
+from rlxf.tracking.sinks import METRIC_SINKS
 from rlxf.tracking.tracker_run import SentOnceSink, TrackerRun, flatten, require
 
 PARAMS_PER_CALL = 100  # MLflow's log_batch limit

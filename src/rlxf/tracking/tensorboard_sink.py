@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 
-from rlxf.tracking.metrics import METRIC_SINKS, SinkContext, finite_or_none
+from rlxf.tracking.metrics import SinkContext, finite_or_none
+from rlxf.tracking.sinks import METRIC_SINKS
 from rlxf.tracking.tracker_run import flatten, require
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import uuid
 
-from rlxf.tracking.metrics import METRIC_SINKS, SinkContext
+from rlxf.tracking.metrics import SinkContext
+from rlxf.tracking.sinks import METRIC_SINKS
 from rlxf.tracking.tracker_run import SentOnceSink, TrackerRun, require
 
 
