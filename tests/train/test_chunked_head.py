@@ -247,3 +247,24 @@ def test_an_actor_update_with_chunking_equals_the_plain_update(tiny_model, token
     # gradient entries shows up at ~1e-5 here; a real difference would be ~lr (1e-2) per entry
     for name, param in chunked_params.items():
         assert torch.allclose(param, plain_params[name], atol=1e-4, rtol=0), name
+
+
+def test_an_rl_step_through_the_loop_logs_the_same_numbers(tmp_path, sft_model_dir):
+    """``train.logits_chunk_tokens`` set in a recipe reaches the actor and the reference: one GRPO step
+    with a KL term logs the plain run's loss, KL, entropy and gradient norm."""
+    from rlxf.loops.rl import train_rl
+    from tests.conftest import small_overrides
+    from tests.core.test_loop import read_metrics
+
+    rows = {}
+    for chunk in (0, 7):
+        run_dir = tmp_path / f"chunk{chunk}"
+        config = load_config(None, [*small_overrides(run_dir, sft_model_dir, steps=1), "algorithm.kl_coef=0.05",
+                                    "algorithm.entropy_coef=0.01", f"train.logits_chunk_tokens={chunk}"])
+        train_rl(config, write=lambda _: None)
+        rows[chunk] = read_metrics(run_dir)[-1]
+    keys = [k for k in rows[0] if k.startswith("policy/") and isinstance(rows[0][k], float)]
+    assert {"policy/loss", "policy/kl", "policy/entropy", "policy/grad_norm"} <= set(keys)
+    assert rows[0]["policy/grad_norm"] > 1e-3
+    for key in keys:
+        assert rows[7][key] == pytest.approx(rows[0][key], rel=1e-4, abs=1e-6), key
