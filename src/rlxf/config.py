@@ -174,6 +174,9 @@ class TrainConfig(Section):
     micro_batch_size: int = Field(64, ge=1, description="trajectories per forward/backward pass (memory, not result)")
     micro_batch_tokens: int | None = Field(None, ge=1, description="micro-batches by padded tokens instead of rows: "
                                            "rows sorted by length, packed while rows x longest fits; one process only")
+    logits_chunk_tokens: int = Field(0, ge=0, description="the LM head over this many response tokens at a time, "
+                                     "forward and backward (policy loss, old and reference log-probs): memory "
+                                     "O(chunk x vocab), not O(tokens x vocab); same numbers; 0 = all logits at once")
     optim: OptimConfig = Field(default_factory=OptimConfig, description="the actor's optimizer")
     critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4), description="the critic's optimizer")
     backend: str = Field("single", description="the actor's (and critic's) train engine (train/backends.py): "
@@ -192,6 +195,15 @@ class TrainConfig(Section):
         if name not in known:
             raise ValueError(f"unknown train backend {name!r}; known: {known}")
         return name
+
+    @model_validator(mode="after")
+    def _chunked_head_backend(self) -> TrainConfig:
+        # fsdp2 / ZeRO gather the head's weight inside the model's own forward, which the chunked path
+        # bypasses (it calls the decoder, then reads the head's weight)
+        if self.logits_chunk_tokens and self.backend != "single":
+            raise ValueError(f"logits_chunk_tokens ({self.logits_chunk_tokens}) needs backend single, "
+                             f"not {self.backend!r}; set train.logits_chunk_tokens=0")
+        return self
 
     def engine_options(self) -> dict[str, Any]:
         """The keywords of ``build_train_engine(backend, model, optim, **options)`` for this backend

@@ -46,10 +46,10 @@ def _logits_and_grads(model, ids, mask, width, real):
 def test_shared_prompt_forward_matches_the_full_forward(tiny_model, tokenizer, monkeypatch):
     model = copy.deepcopy(tiny_model).train()
     ids, mask, width, real = _shuffled_group_batch(model, tokenizer)
-    assert log_probs._shared_prompt_logits(model, ids, mask, width) is not None  # the shared path runs
+    assert log_probs._shared_prompt_states(model, None, ids, mask, width) is not None  # the shared path runs
     shared, shared_grads = _logits_and_grads(model, ids, mask, width, real)
     monkeypatch.setattr(log_probs, "SHARED_PREFIX_MODEL_TYPES", frozenset())
-    assert log_probs._shared_prompt_logits(model, ids, mask, width) is None
+    assert log_probs._shared_prompt_states(model, None, ids, mask, width) is None
     full, full_grads = _logits_and_grads(model, ids, mask, width, real)
     assert torch.allclose(shared[real], full[real], atol=1e-5)
     for a, b in zip(shared_grads, full_grads):
@@ -59,7 +59,7 @@ def test_shared_prompt_forward_matches_the_full_forward(tiny_model, tokenizer, m
 def test_distinct_prompts_fall_back_to_the_full_forward(tiny_model, tokenizer):
     prompts = [tokenizer(t, add_special_tokens=False)["input_ids"] for t in ["12+3=", "7+8="]]
     ids, mask = left_pad(prompts, tokenizer.pad_token_id, "cpu")
-    assert log_probs._shared_prompt_logits(tiny_model, ids, mask, 1) is None  # two rows, two prompts
+    assert log_probs._shared_prompt_states(tiny_model, None, ids, mask, 1) is None  # two rows, two prompts
 
 
 def test_autocast_switch(tiny_model):

@@ -201,11 +201,12 @@ def place_reference(config: Config, runtime: Runtime, policy: torch.nn.Module, c
     if not config.algorithm.uses_reference:
         return None
     if config.model.lora is not None:  # the policy itself, its adapter switched off: no copy
-        return runtime.place("reference", ReferenceRole, policy, config.train.micro_batch_size, config.rollout.temperature)
+        return runtime.place("reference", ReferenceRole, policy, config.train.micro_batch_size, config.rollout.temperature,
+                             config.train.logits_chunk_tokens)
     if fresh:
         save_model(policy, folder)
     return runtime.place("reference", ReferenceRole, load_policy(config, str(folder), context.device),
-                         config.train.micro_batch_size, config.rollout.temperature)
+                         config.train.micro_batch_size, config.rollout.temperature, config.train.logits_chunk_tokens)
 
 
 def place_trainers(config: Config, runtime: Runtime, policy: torch.nn.Module,
@@ -216,7 +217,7 @@ def place_trainers(config: Config, runtime: Runtime, policy: torch.nn.Module,
     schedule = {"backend": tcfg.backend, "engine_options": tcfg.engine_options(),
                 "micro_batch_tokens": tcfg.micro_batch_tokens, "max_response_len": generation_budget(config)}
     actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
-                          config.rollout.temperature, **schedule)
+                          config.rollout.temperature, logits_chunk_tokens=tcfg.logits_chunk_tokens, **schedule)
     if not algo.use_critic:
         return actor, None
     critic_lm = load_policy(config, config.model.critic_path, context.device) if config.model.critic_path else frozen_copy(policy)

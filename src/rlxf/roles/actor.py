@@ -13,7 +13,7 @@ from rlxf.models.saving import save_model
 from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
-from rlxf.train.log_probs import batch_log_probs, entropy_from_logits, response_logits, token_log_probs
+from rlxf.train.log_probs import batch_log_probs, response_token_log_probs
 from rlxf.train.optim_config import OptimConfig
 from rlxf.train.ppo_batches import ppo_update
 from rlxf.train.process_group import build_rank_engine
@@ -24,7 +24,7 @@ class ActorRole:
         self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, temperature: float, backend: str = "single",
         engine_options: dict | None = None, micro_batch_tokens: int | None = None,
-        max_response_len: int | None = None,
+        max_response_len: int | None = None, logits_chunk_tokens: int = 0,
     ) -> None:
         self.model = model
         # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
@@ -36,9 +36,10 @@ class ActorRole:
         self.micro_batch_tokens = micro_batch_tokens  # update micro-batches by padded tokens (train/micro_batches.py)
         self.max_response_len = max_response_len  # the generation budget: Dr. GRPO's constant (ppo_update)
         self.temperature = temperature or 1.0
+        self.logits_chunk_tokens = logits_chunk_tokens  # LM head a chunk of tokens at a time (train/chunked_head.py)
 
     def compute_log_probs(self, batch: TrajectoryBatch) -> torch.Tensor:
-        return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
+        return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature, self.logits_chunk_tokens)
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The weights rollout engines decode with (with LoRA: merged, under the base model's names)."""
@@ -75,11 +76,12 @@ class ActorRole:
         )
 
     def _loss(self, micro: TrajectoryBatch, normaliser: LossNormaliser) -> tuple[torch.Tensor, dict[str, float]]:
-        logits = response_logits(self.model, micro.input_ids, micro.attention_mask, micro.response_ids.shape[1])
         mask = micro.loss_mask.float()
-        log_probs = token_log_probs(logits, micro.response_ids, self.temperature) * mask
         wants_entropy_grad = self.algo.entropy_coef > 0
-        entropy = entropy_from_logits(logits if wants_entropy_grad else logits.detach(), self.temperature)
+        log_probs, entropy = response_token_log_probs(
+            self.model, micro.input_ids, micro.attention_mask, micro.response_ids, mask, self.temperature,
+            with_entropy=True, entropy_grad=wants_entropy_grad, chunk_tokens=self.logits_chunk_tokens,
+        )
         old = micro.old_log_probs if micro.old_log_probs is not None else log_probs.detach()
         kl_in_loss = micro.ref_log_probs is not None and not self.algo.kl_in_reward
         loss, metrics = policy_loss(

@@ -11,14 +11,16 @@ from rlxf.train.log_probs import batch_log_probs
 
 
 class ReferenceRole:
-    def __init__(self, model: torch.nn.Module, micro_batch_size: int, temperature: float) -> None:
+    def __init__(self, model: torch.nn.Module, micro_batch_size: int, temperature: float,
+                 logits_chunk_tokens: int = 0) -> None:
         self.adapted = is_lora(model)  # the actor's own model: leave its mode and its adapters' grads alone
         self.model = model if self.adapted else model.eval().requires_grad_(False)
         self.micro_batch_size = micro_batch_size
         self.temperature = temperature or 1.0
+        self.logits_chunk_tokens = logits_chunk_tokens  # LM head a chunk of tokens at a time (train/chunked_head.py)
 
     def compute_log_probs(self, batch: TrajectoryBatch) -> torch.Tensor:
         if self.adapted:
             with adapter_off(self.model):
-                return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
-        return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature)
+                return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature, self.logits_chunk_tokens)
+        return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature, self.logits_chunk_tokens)

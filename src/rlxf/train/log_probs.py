@@ -2,7 +2,8 @@
 
 Position ids follow the attention mask (``cumsum - 1``) so a left-padded prompt is seen exactly as
 the rollout engine saw it. Logits are divided by the sampling temperature, matching what the rollout
-engine records (``rollout/sampling.py``). Only the last ``R + 1`` positions go through the LM head.
+engine records (``rollout/sampling.py``). Only the last ``R + 1`` positions go through the LM head;
+with ``chunk_tokens`` only the response tokens, a chunk at a time (train/chunked_head.py).
 
 Shared prompts. The ``n`` samples of a prompt (a GRPO group) share their prompt, so when a batch
 holds the same prompt more than once (Llama-family models) the prompt goes through the model once:
@@ -19,6 +20,8 @@ import inspect
 import torch
 
 from rlxf.batch import position_ids_from_mask
+from rlxf.config_error import ConfigError
+from rlxf.train.chunked_head import chunked_head_log_probs, lm_head_parameters
 from rlxf.train.data_parallel import all_ranks_agree
 
 # Architectures whose transformers forward takes a gathered DynamicCache with gradients (the shared
@@ -30,17 +33,46 @@ def response_logits(
     model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_width: int
 ) -> torch.Tensor:
     """[B, R, V] logits that predict the R response tokens (positions P-1 .. P+R-2)."""
-    shared = _shared_prompt_logits(model, input_ids, attention_mask, response_width)
+    return _response_states(model, None, input_ids, attention_mask, response_width)
+
+
+def response_hidden_states(
+    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_width: int
+) -> torch.Tensor:
+    """[B, R, H] final hidden states (what the LM head reads) at the positions ``response_logits``
+    covers, from the model's decoder alone: the head is left to the caller (train/chunked_head.py)."""
+    return _response_states(model, decoder_of(model), input_ids, attention_mask, response_width)
+
+
+def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
+    """The module whose ``last_hidden_state`` the LM head reads (HF ``get_decoder``; through peft too)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    if decoder is None or decoder is model or (hasattr(model, "get_base_model") and decoder is model.get_base_model()):
+        raise ConfigError(f"train.logits_chunk_tokens: {type(model).__name__} has no separate decoder "
+                          "(get_decoder()) to take hidden states from; set train.logits_chunk_tokens=0")
+    return decoder
+
+
+def _run(model: torch.nn.Module, decoder: torch.nn.Module | None, keep: int | None, **inputs):
+    """(the last ``keep`` positions' logits in fp32 (``decoder`` None) or hidden states, the output)."""
+    if decoder is None:
+        out = model(**inputs, **({"logits_to_keep": keep} if keep else {}))
+        return out.logits.float(), out
+    out = decoder(**inputs)
+    states = out.last_hidden_state
+    return (states[:, -keep:] if keep else states), out
+
+
+def _response_states(
+    model: torch.nn.Module, decoder: torch.nn.Module | None, input_ids: torch.Tensor,
+    attention_mask: torch.Tensor, response_width: int,
+) -> torch.Tensor:
+    shared = _shared_prompt_states(model, decoder, input_ids, attention_mask, response_width)
     if shared is not None:
         return shared
-    out = model(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids_from_mask(attention_mask),
-        logits_to_keep=response_width + 1,
-        use_cache=False,
-    )
-    return out.logits[:, :-1].float()
+    states, _ = _run(model, decoder, response_width + 1, input_ids=input_ids, attention_mask=attention_mask,
+                     position_ids=position_ids_from_mask(attention_mask), use_cache=False)
+    return states[:, :-1]
 
 
 def distinct_prompts(
@@ -74,10 +106,11 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
-def _shared_prompt_logits(
-    model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_width: int
+def _shared_prompt_states(
+    model: torch.nn.Module, decoder: torch.nn.Module | None, input_ids: torch.Tensor,
+    attention_mask: torch.Tensor, response_width: int,
 ) -> torch.Tensor | None:
-    """``response_logits`` with each distinct prompt computed once; None when that cannot pay."""
+    """``_response_states`` with each distinct prompt computed once; None when that cannot pay."""
     batch, prompt_width = input_ids.shape[0], input_ids.shape[1] - response_width
     if (
         getattr(getattr(model, "config", None), "model_type", None) not in SHARED_PREFIX_MODEL_TYPES
@@ -91,30 +124,31 @@ def _shared_prompt_logits(
     if not all_ranks_agree(shareable and 2 * len(rows) <= batch):
         return None
     position_ids = position_ids_from_mask(attention_mask)
-    prompt = model(
+    first, prompt = _run(
+        model, decoder, 1,
         input_ids=input_ids[rows, :prompt_width],
         attention_mask=attention_mask[rows, :prompt_width],
         position_ids=position_ids[rows, :prompt_width],
         use_cache=True,
-        logits_to_keep=1,
     )
-    first = prompt.logits[inverse].float()  # [B, 1, V]: predicts response token 0
+    first = first[inverse]  # [B, 1, .]: predicts response token 0
     if response_width == 1:
         return first
-    cache_arg = _cache_argument(model)
+    cache_arg = _cache_argument(decoder if decoder is not None else model)
     cache = getattr(prompt, cache_arg, None)
     if cache is None or not hasattr(cache, "batch_select_indices"):
         return None
     cache.batch_select_indices(inverse)
     end = input_ids.shape[1] - 1  # the last response token predicts nothing
-    rest = model(
+    rest, _ = _run(
+        model, decoder, None,
         input_ids=input_ids[:, prompt_width:end],
         attention_mask=attention_mask[:, :end],
         position_ids=position_ids[:, prompt_width:end],
         use_cache=True,
         **{cache_arg: cache},
     )
-    return torch.cat([first, rest.logits.float()], dim=1)
+    return torch.cat([first, rest], dim=1)
 
 
 def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -130,6 +164,41 @@ def entropy_from_logits(logits: torch.Tensor, temperature: float = 1.0) -> torch
     return -(log_p.exp() * log_p).sum(-1)
 
 
+def response_token_log_probs(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    response_ids: torch.Tensor,
+    mask: torch.Tensor,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+    entropy_grad: bool = True,
+    chunk_tokens: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(log-probs [B, R], entropy [B, R] or None) of the response tokens, zero where ``mask`` is 0.
+
+    ``chunk_tokens`` 0: the [B, R, V] logits at once. Otherwise only the tokens under ``mask`` go
+    through the LM head, ``chunk_tokens`` at a time, forward and backward (train/chunked_head.py):
+    the same numbers without the logits' memory. ``entropy_grad`` False: entropy for metrics only."""
+    if not chunk_tokens:
+        logits = response_logits(model, input_ids, attention_mask, response_ids.shape[1])
+        mask = mask.float()
+        log_probs = token_log_probs(logits, response_ids, temperature) * mask
+        if not with_entropy:
+            return log_probs, None
+        return log_probs, entropy_from_logits(logits if entropy_grad else logits.detach(), temperature) * mask
+    hidden = response_hidden_states(model, input_ids, attention_mask, response_ids.shape[1])
+    weight, bias = lm_head_parameters(model)
+    keep = mask.bool()
+    log_probs, entropy = chunked_head_log_probs(
+        hidden[keep], weight, bias, response_ids[keep], chunk_tokens, temperature, with_entropy
+    )
+    zeros = torch.zeros(mask.shape, dtype=log_probs.dtype, device=log_probs.device)
+    if entropy is not None and not entropy_grad:
+        entropy = entropy.detach()
+    return zeros.index_put((keep,), log_probs), None if entropy is None else zeros.index_put((keep,), entropy)
+
+
 def sequence_log_probs(
     model: torch.nn.Module,
     prompt_ids: torch.Tensor,
@@ -138,15 +207,13 @@ def sequence_log_probs(
     response_mask: torch.Tensor,
     temperature: float = 1.0,
     with_entropy: bool = False,
+    chunk_tokens: int = 0,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log-probs [B, R], entropy [B, R] or None); zero where ``response_mask`` is 0."""
     input_ids = torch.cat([prompt_ids, response_ids], dim=1)
     attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
-    logits = response_logits(model, input_ids, attention_mask, response_ids.shape[1])
-    mask = response_mask.float()
-    log_probs = token_log_probs(logits, response_ids, temperature) * mask
-    entropy = entropy_from_logits(logits, temperature) * mask if with_entropy else None
-    return log_probs, entropy
+    return response_token_log_probs(model, input_ids, attention_mask, response_ids, response_mask, temperature,
+                                    with_entropy, chunk_tokens=chunk_tokens)
 
 
 def pad_columns(values: torch.Tensor, width: int) -> torch.Tensor:
@@ -157,8 +224,11 @@ def pad_columns(values: torch.Tensor, width: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def batch_log_probs(model: torch.nn.Module, batch, micro_batch_size: int, temperature: float = 1.0) -> torch.Tensor:
-    """[B, R] log-probs of every response token of ``batch``, micro-batch by micro-batch, no grad."""
+def batch_log_probs(
+    model: torch.nn.Module, batch, micro_batch_size: int, temperature: float = 1.0, chunk_tokens: int = 0
+) -> torch.Tensor:
+    """[B, R] log-probs of every response token of ``batch``, micro-batch by micro-batch, no grad
+    (``chunk_tokens``: the LM head that many tokens at a time, ``response_token_log_probs``)."""
     from rlxf.train.micro_batches import micro_batches
 
     was_training = model.training
@@ -167,7 +237,8 @@ def batch_log_probs(model: torch.nn.Module, batch, micro_batch_size: int, temper
     parts = []
     for micro in micro_batches(batch, micro_batch_size):
         log_probs, _ = sequence_log_probs(
-            model, micro.prompt_ids, micro.prompt_mask, micro.response_ids, micro.response_mask, temperature
+            model, micro.prompt_ids, micro.prompt_mask, micro.response_ids, micro.response_mask, temperature,
+            chunk_tokens=chunk_tokens,
         )
         parts.append(pad_columns(log_probs, width))
     model.train(was_training)
