@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from rlxf.config import load_config
+from rlxf.checked_config import load_config
 from rlxf.config_error import ConfigError
 from rlxf.train import log_probs as lp
 from rlxf.train.chunked_head import chunked_head_log_probs, lm_head_parameters
