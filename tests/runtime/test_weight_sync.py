@@ -111,6 +111,23 @@ def test_a_stale_engine_is_detected(tiny_model, tokenizer, dtype):
     sync_weights(actor, rollout, 3, WeightSyncConfig(checksum=False))
 
 
+@pytest.mark.parametrize("decoder", ["llama", "hf"])
+def test_a_sync_refreshes_the_fp32_lm_head(tiny_model, tokenizer, decoder):
+    # rollout.engine_options.fp32_lm_head: the bf16 engine's fp32 head holds the trainer's fp32 tensor after a sync
+    actor, rollout = _roles(tiny_model, tokenizer, dtype="bfloat16", fp32_lm_head=True, decoder=decoder)
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in actor.model.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=g))
+    dec = rollout.engine.decoder
+    head = dec.lm_head if decoder == "llama" else dec.fp32_head.weight
+    trained = actor.model.get_output_embeddings().weight.detach()
+    assert head.dtype == torch.float32 and not torch.equal(head, trained)
+    sync_weights(actor, rollout, 1, WeightSyncConfig(bucket_mb=0.05, checksum=True))
+    assert torch.equal(head, trained)  # exact: the fp32 values, not their bf16 rounding
+    assert not torch.equal(head, trained.bfloat16().float())
+
+
 def test_an_engine_on_the_wrong_version_is_detected():
     packed = pack_weights({"w": torch.zeros(2)}, version=5, bucket_bytes=1024)
     with pytest.raises(StaleWeightsError, match="holds policy version 4"):

@@ -38,19 +38,27 @@ class TorchRolloutEngine:
 
     def __init__(
         self, model: torch.nn.Module, eos_id: int | list[int], pad_id: int, dtype: str | None = None,
-        decoder: str = "auto",
+        decoder: str = "auto", fp32_lm_head: bool = False,
     ) -> None:
         """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
         in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
         at the price of rollout log-probs that differ from the trainer's (``algorithm.tis_level``
         corrects for that; ``rollout_log_prob_diff`` measures it). ``decoder`` (``auto`` | ``llama`` |
         ``hf``): the fast Llama-family decoder or transformers' own forward; ``auto`` picks the fast
-        one where the architecture allows (no sliding window shorter than the context)."""
+        one where the architecture allows (no sliding window shorter than the context). ``fp32_lm_head``:
+        in a lower-precision engine, the last hidden state -> logits matmul runs in fp32 against an
+        fp32 copy of the head, refreshed by every weight update (``decoders/fp32_head.py``): a smaller
+        rollout/trainer log-prob gap for a ``vocab x hidden`` fp32 tensor (a tied head keeps it beside
+        the bf16 embedding). No effect on an fp32 engine."""
+        if not isinstance(fp32_lm_head, bool):
+            raise ValueError(f"rollout.engine_options.fp32_lm_head must be true or false, got {fp32_lm_head!r}")
         self.model = model
         self.eos_id = eos_id
         self.pad_id = pad_id
         self.version = 0
-        self.decoder = make_decoder(model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype))
+        self.decoder = make_decoder(
+            model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype), fp32_head=fp32_lm_head
+        )
         self.device = next(model.parameters()).device
         self.stop_ids = stop_ids_tensor(eos_id, self.device)  # any of them ends a sample
 

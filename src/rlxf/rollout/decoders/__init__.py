@@ -8,6 +8,7 @@ import logging
 import torch
 
 from rlxf.rollout.decoders.base import Decoder, position_ids_from_mask
+from rlxf.rollout.decoders.fp32_head import Fp32LMHead
 from rlxf.rollout.decoders.hf_decoder import HFDecoder
 from rlxf.rollout.decoders.llama_decoder import (
     SUPPORTED_MODEL_TYPES,
@@ -18,6 +19,7 @@ from rlxf.rollout.decoders.llama_decoder import (
 
 __all__ = [
     "Decoder",
+    "Fp32LMHead",
     "HFDecoder",
     "LlamaDecoder",
     "SUPPORTED_MODEL_TYPES",
@@ -28,7 +30,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-def make_decoder(model, *, prefer: str = "auto", dtype: torch.dtype | None = None) -> Decoder:
+def make_decoder(
+    model, *, prefer: str = "auto", dtype: torch.dtype | None = None, fp32_head: bool = False
+) -> Decoder:
     """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``).
 
     The choice is made here, up front: a sliding window shorter than the model's context (Mistral)
@@ -37,7 +41,11 @@ def make_decoder(model, *, prefer: str = "auto", dtype: torch.dtype | None = Non
     ``rollout.engine_options.decoder``.
 
     ``dtype`` (default: the model's) is the dtype the decoder computes in. LlamaDecoder holds its own
-    weights anyway; HFDecoder shares the model, so a different dtype costs it a copy of the model."""
+    weights anyway; HFDecoder shares the model, so a different dtype costs it a copy of the model.
+
+    ``fp32_head`` (``rollout.engine_options.fp32_lm_head``): a decoder computing in a lower precision
+    turns its last hidden state into logits with an fp32 copy of the LM head (``fp32_head.py``); an
+    fp32 decoder is left as it is."""
     if prefer not in ("auto", "hf", "llama"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
     window = sliding_window(model.config)
@@ -47,11 +55,13 @@ def make_decoder(model, *, prefer: str = "auto", dtype: torch.dtype | None = Non
     if prefer != "hf":
         try:
             check_supported(model.config)
-            return LlamaDecoder.from_hf(model, dtype=dtype)
+            return LlamaDecoder.from_hf(model, dtype=dtype, fp32_head=fp32_head)
         except (NotImplementedError, KeyError, ValueError) as err:
             if prefer == "llama":
                 raise
             logger.info("make_decoder: falling back to HFDecoder (%s)", err)
-    if dtype is not None and dtype != next(model.parameters()).dtype:
+    source_dtype = next(model.parameters()).dtype
+    head = Fp32LMHead.of(model) if fp32_head and (dtype or source_dtype) != torch.float32 else None
+    if dtype is not None and dtype != source_dtype:
         model = copy.deepcopy(model).to(dtype)
-    return HFDecoder(model)
+    return HFDecoder(model, head)

@@ -10,6 +10,7 @@ from torch import Tensor
 from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
 from rlxf.rollout.decoders.eval_mode import eval_mode
+from rlxf.rollout.decoders.fp32_head import Fp32LMHead
 
 __all__ = ["HFDecoder"]
 
@@ -24,12 +25,22 @@ def _new_dynamic_cache(config):
 
 
 class HFDecoder:
-    """Fallback decoder for ANY ``*ForCausalLM``. Shares the model object (no weight copy)."""
+    """Fallback decoder for ANY ``*ForCausalLM``. Shares the model object (no weight copy).
 
-    def __init__(self, model: torch.nn.Module):
+    ``fp32_head`` (``fp32_head.py``): the model's decoder runs alone and this head turns its last hidden
+    state into fp32 logits (the model's own head is then never called)."""
+
+    def __init__(self, model: torch.nn.Module, fp32_head: Fp32LMHead | None = None):
         self.model = model
+        self.fp32_head = fp32_head
+        self._body = model
+        if fp32_head is not None:
+            self._body = model.get_decoder() if hasattr(model, "get_decoder") else None
+            if self._body is None or self._body is model:
+                raise ValueError(f"rollout.engine_options.fp32_lm_head: {type(model).__name__} has no separate "
+                                 "decoder (get_decoder()) to take hidden states from")
         try:
-            params = inspect.signature(model.forward).parameters
+            params = inspect.signature(self._body.forward).parameters
         except (TypeError, ValueError):
             params = {}
         self._logits_to_keep = "logits_to_keep" in params
@@ -48,7 +59,7 @@ class HFDecoder:
         kwargs = {"logits_to_keep": 1} if self._logits_to_keep else {}
         kwargs[self._cache_kw] = self._cache
         with eval_mode(self.model):  # the trainer may have left the shared model training: no dropout
-            out = self.model(
+            out = self._body(
                 input_ids=input_ids,
                 attention_mask=attention_mask,
                 position_ids=position_ids,
@@ -60,6 +71,8 @@ class HFDecoder:
             new_cache = getattr(out, "past_key_values", None)
         if new_cache is not None:
             self._cache = new_cache
+        if self.fp32_head is not None:
+            return self.fp32_head(out.last_hidden_state[:, -1])
         return out.logits[:, -1].float()
 
     @torch.inference_mode()
@@ -103,3 +116,5 @@ class HFDecoder:
         missing, unexpected = self.model.load_state_dict(state_dict, strict=False)
         if unexpected:
             raise KeyError(f"unexpected parameter names: {unexpected[:5]}")
+        if self.fp32_head is not None:
+            self.fp32_head.load_state_dict(state_dict)

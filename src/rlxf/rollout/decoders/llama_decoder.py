@@ -5,6 +5,8 @@ Design notes
   ``wqkv`` [(nh + 2*nkv) * hd, H] (+ bias for qwen2 / attention_bias) and ``wgu`` [2 * I, H]. ``load_state_dict``
   copies HF-named tensors into the matching slices in place (dtype/device conversion included), so the tensors'
   storage never changes (important for CUDA graphs and for dynamic weight updates).
+- ``fp32_head`` (``fp32_head.py``): in a lower-precision decoder the LM head is held in fp32 (tied embeddings: an
+  fp32 copy beside the embedding, refreshed with it) and multiplies the final hidden state cast to fp32.
 - KV cache: one tensor per cohort [n_layers, 2, B, nkv, P + max_new, hd], written in place at slot ``cur``. Every row
   of a cohort writes the same slot each step (left padding), only position ids differ per row.
 - Masks are built once per prefill: an additive [B, 1, 1, L] mask that hides left pads. ``step`` attends over the
@@ -105,6 +107,7 @@ class LlamaDecoder:
         dtype: torch.dtype | None = None,
         inv_freq: Tensor | None = None,
         attention_scaling: float | None = None,
+        fp32_head: bool = False,
     ):
         check_supported(config)
         self.config = config
@@ -144,7 +147,13 @@ class LlamaDecoder:
         mlp_bias = has(p0 + "mlp.gate_proj.bias")
         self.embed = torch.empty(vocab, H, **kw)
         self.norm = torch.empty(H, **kw)
-        self.lm_head = self.embed if self.tied else torch.empty(vocab, H, **kw)
+        head_fp32 = fp32_head and self.dtype != torch.float32  # an fp32 decoder's head is fp32 anyway
+        if head_fp32:
+            self.lm_head = torch.empty(vocab, H, device=self.device, dtype=torch.float32)
+        else:
+            self.lm_head = self.embed if self.tied else torch.empty(vocab, H, **kw)
+        # names whose value also goes to a second tensor: a tied fp32 head copies the embedding's (fp32) source
+        self._mirrors: dict[str, Tensor] = {"model.embed_tokens.weight": self.lm_head} if head_fp32 and self.tied else {}
         nq, nk = nh * hd, nkv * hd
         self.layers: list[dict[str, Tensor | None]] = []
         targets: dict[str, Tensor] = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm}
@@ -201,7 +210,7 @@ class LlamaDecoder:
 
     # ------------------------------------------------------------------ construction / weights
     @classmethod
-    def from_hf(cls, model, *, device=None, dtype=None) -> LlamaDecoder:
+    def from_hf(cls, model, *, device=None, dtype=None, fp32_head: bool = False) -> LlamaDecoder:
         """Build from a transformers ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM``.
         The decoder copies the weights (fused layout) onto the model's device/dtype unless told otherwise."""
         check_supported(model.config)
@@ -213,11 +222,14 @@ class LlamaDecoder:
             scaling = float(getattr(rotary, "attention_scaling", 1.0))
         with torch.no_grad():
             sd = model.state_dict()
-        return cls(model.config, sd, device=device, dtype=dtype, inv_freq=inv_freq, attention_scaling=scaling)
+        return cls(model.config, sd, device=device, dtype=dtype, inv_freq=inv_freq, attention_scaling=scaling,
+                   fp32_head=fp32_head)
 
     @classmethod
-    def from_config(cls, config, state_dict: dict[str, Tensor], *, device=None, dtype=None) -> LlamaDecoder:
-        return cls(config, state_dict, device=device, dtype=dtype)
+    def from_config(
+        cls, config, state_dict: dict[str, Tensor], *, device=None, dtype=None, fp32_head: bool = False
+    ) -> LlamaDecoder:
+        return cls(config, state_dict, device=device, dtype=dtype, fp32_head=fp32_head)
 
     @torch.no_grad()
     def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
@@ -234,6 +246,8 @@ class LlamaDecoder:
             if tgt.shape != value.shape:
                 raise ValueError(f"{name}: shape {tuple(value.shape)} != expected {tuple(tgt.shape)}")
             tgt.copy_(value.detach(), non_blocking=True)
+            if name in self._mirrors:
+                self._mirrors[name].copy_(value.detach(), non_blocking=True)
         if unknown:
             raise KeyError(f"LlamaDecoder: unknown parameter names {unknown[:5]}")
 
@@ -258,6 +272,12 @@ class LlamaDecoder:
             return F.rms_norm(x, (self.hidden,), w, self.eps)
         # HF order: normalise in fp32, cast back, then scale by the weight
         return F.rms_norm(x.float(), (self.hidden,), None, self.eps).to(x.dtype) * w
+
+    def _head(self, hidden: Tensor) -> Tensor:
+        """Final hidden state (after the norm) -> fp32 logits; an fp32 head takes the state cast to fp32."""
+        if self.lm_head.dtype != hidden.dtype:
+            hidden = hidden.float()
+        return F.linear(hidden, self.lm_head).float()
 
     def _rope(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
         return torch.addcmul(x * cos, x.roll(self.head_dim // 2, -1), sin)
@@ -368,7 +388,7 @@ class LlamaDecoder:
             x = x + F.linear(o, ly["wo"], ly["bo"])
             gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
-        logits = F.linear(self._rms(x, self.norm), self.lm_head).float()  # x is [B, H] here
+        logits = self._head(self._rms(x, self.norm))  # x is [B, H] here
 
         step_mask = torch.zeros(B, 1, 1, L, device=dev, dtype=self._kv_dtype)
         step_mask[:, 0, 0, :P].masked_fill_(~am, float("-inf"))
@@ -404,7 +424,7 @@ class LlamaDecoder:
             x = x + F.linear(o.reshape(B, nh * hd), ly["wo"], ly["bo"])
             gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
-        logits = F.linear(self._rms(x, self.norm), self.lm_head).float()
+        logits = self._head(self._rms(x, self.norm))
         for cohort in self.cohorts:
             cohort.cur += 1
             cohort.pos += 1
