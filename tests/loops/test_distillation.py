@@ -68,3 +68,18 @@ def test_a_teacher_with_another_tokenizer_is_refused(tmp_path, tiny_model_dir, c
     code = main(["train", *small_overrides(tmp_path / "run", tiny_model_dir), *DISTILL, f"model.teacher_path={other}"])
     err = capsys.readouterr().err
     assert code == 2 and "model.teacher_path" in err and "tokenizer" in err, err
+
+
+def test_a_teacher_in_a_process_of_its_own_gives_the_same_run(tmp_path, tiny_model_dir, sft_model_dir):
+    """Role ``teacher`` placed like the reference: in a child process (runtime.kind=process) the run is the
+    in-process run, number for number."""
+    curves = {}
+    for name, placement in (("embedded", ["runtime.kind=embedded"]),
+                            ("process", ["runtime.kind=process", "runtime.process_roles=[teacher]"])):
+        run_dir = tmp_path / name
+        assert main(["train", *small_overrides(run_dir, tiny_model_dir, steps=3), *DISTILL,
+                     f"model.teacher_path={sft_model_dir}", *placement]) == 0
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        curves[name] = [row["distill/reverse_kl"] for row in rows if "distill/reverse_kl" in row]
+    assert len(curves["process"]) == 3 and curves["process"][0] > 3.0
+    assert curves["process"] == curves["embedded"]
