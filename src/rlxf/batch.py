@@ -18,6 +18,8 @@ Per-token fields (filled in by the stage named):
 * ``old_log_probs``     — log-probs of the policy before this update (trainer; equals
   ``rollout_log_probs`` up to numerics when on-policy).
 * ``ref_log_probs``     — the frozen reference model's log-probs (only when a KL term is used).
+* ``teacher_log_probs`` — a teacher model's log-probs of the sampled tokens (same tokenizer; only with
+  a teacher-reading advantage estimator such as ``on_policy_distillation``).
 * ``values``            — the critic's value estimates (PPO only).
 * ``token_rewards``     — per-token reward (sequence score on the last response token, KL penalty
   spread over tokens when the KL sits in the reward).
@@ -45,6 +47,7 @@ TENSOR_FIELDS = (
     "policy_version",
     "old_log_probs",
     "ref_log_probs",
+    "teacher_log_probs",
     "values",
     "token_rewards",
     "advantages",
@@ -69,6 +72,7 @@ class TrajectoryBatch:
     truncated: torch.Tensor | None = None
     old_log_probs: torch.Tensor | None = None
     ref_log_probs: torch.Tensor | None = None
+    teacher_log_probs: torch.Tensor | None = None
     values: torch.Tensor | None = None
     rewards: torch.Tensor | None = None
     baseline_rewards: torch.Tensor | None = None

@@ -57,6 +57,9 @@ class ModelConfig(Section):
                                     "(pip install 'rlxf[lora]'); null = full fine-tuning")
     device: str = Field("auto", description="auto = cuda when available, else cpu")
     critic_path: str | None = Field(None, description="PPO critic initialisation; null = the policy's path")
+    teacher_path: str | None = Field(None, description="on-policy distillation's teacher (advantage_estimator "
+                                     "on_policy_distillation): a model that shares the policy's tokenizer, "
+                                     "given as model.path is")
 
 
 class DataConfig(Section):
@@ -312,6 +315,14 @@ class Config(Section):
                 f"train.micro_batch_size ({self.train.micro_batch_size}) must divide "
                 f"train.mini_batch_size ({self.train.mini_batch_size})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _teacher_given(self) -> Config:
+        if self.loop in ("rl", "rl_async") and self.algorithm.uses_teacher and not self.model.teacher_path:
+            raise ValueError(f"algorithm.advantage_estimator={self.algorithm.advantage_estimator} scores the "
+                             "policy's tokens with a teacher: set model.teacher_path (a model that shares the "
+                             "policy's tokenizer)")
         return self
 
     @model_validator(mode="after")

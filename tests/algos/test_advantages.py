@@ -134,6 +134,7 @@ def test_every_estimator_finite_zero_outside_mask_and_singletons(estimator):
     adv, ret = compute_advantages(
         c, rewards, mask, torch.tensor([0, 1, 2]),  # three groups of one
         values=torch.rand(3, 4), baseline_rewards=t([0.0, 0.0, 0.0]),
+        log_probs=-torch.rand(3, 4), teacher_log_probs=-torch.rand(3, 4),
     )
     assert torch.isfinite(adv).all() and torch.isfinite(ret).all()
     assert (adv[mask == 0] == 0).all() and (ret[mask == 0] == 0).all()

@@ -48,10 +48,10 @@ def scored_batch() -> TrajectoryBatch:
 
 
 def session(algo: AlgorithmConfig, reference: Role | None = None, critic: Role | None = None, reuse: bool = False,
-            kl_control=None):
+            kl_control=None, teacher: Role | None = None):
     actor = Role(torch.full((4, 2), -0.5), [{"loss": 1.0, "ratio_max": 2.0}, {"loss": 3.0, "ratio_max": 5.0}])
     return SimpleNamespace(
-        config=SimpleNamespace(algorithm=algo), actor=actor, critic=critic, reference=reference,
+        config=SimpleNamespace(algorithm=algo), actor=actor, critic=critic, reference=reference, teacher=teacher,
         kl_control=kl_control or FixedKLController(algo.kl_coef), shuffle_gen=torch.Generator(),
         on_policy_reuse=reuse, state=RunState(samples=8),
     )
@@ -91,6 +91,20 @@ def test_kl_in_the_loss_is_measured_against_the_rollout_log_probs():
     assert_close(batch.ref_log_probs, torch.full((4, 2), -2.0))
     assert metrics["policy/kl"] == pytest.approx(1.0)  # k1: rollout -1 minus reference -2 on every loss token
     assert_close(batch.token_rewards, torch.tensor([[0.0, 1.0], [0.0, 0.0], [0.0, 2.0], [0.0, 2.0]]))  # not in reward
+
+
+@pytest.mark.parametrize("reuse", [False, True])
+def test_distillation_scores_the_policy_tokens_against_the_teacher(reuse):
+    # teacher -2 on every token; the policy's log-probs: the actor's pass (-0.5), or the sampler's (-1) on reuse
+    teacher = Role(torch.full((4, 2), -2.0), [])
+    s = session(AlgorithmConfig(name="grpo", advantage_estimator="on_policy_distillation"), teacher=teacher, reuse=reuse)
+    batch, metrics, timer = scored_batch(), {}, StageTimer(trim=False)
+    train_on_batch(s, batch, timer, metrics)
+    student = -1.0 if reuse else -0.5
+    assert_close(batch.teacher_log_probs, torch.full((4, 2), -2.0))
+    assert_close(batch.advantages, (-2.0 - student) * batch.loss_mask)  # the rewards [1, 0, 2, 2] play no part
+    assert metrics["distill/reverse_kl"] == pytest.approx(student + 2.0)
+    assert "time/teacher_log_probs" in timer.seconds
 
 
 def test_kl_in_the_reward_lowers_token_rewards_and_feeds_the_controller():

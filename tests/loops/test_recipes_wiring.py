@@ -22,6 +22,7 @@ RECIPE_CASES = {
     "default.yaml": ([], "reward/correct"),
     "dapo.yaml": ([], "sampling/rounds"),
     # DPO scores every training pair under the reference up front: 2-digit sums keep that to ~1000 pairs
+    "distill.yaml": ([], "distill/reverse_kl"),  # the teacher: the tiny model itself (test_recipe_runs_a_step)
     "dpo.yaml": (["data.task_args.digits=2"], "train/reward_margin"),
     "grm.yaml": ([], "reward/malformed"),
     "grpo_reward_model.yaml": ([], "reward/reward_model"),
@@ -63,6 +64,8 @@ def test_recipe_runs_a_step(tmp_path, tiny_model_dir, recipe):
     extra, feature = RECIPE_CASES[recipe]
     if recipe == "grpo_reward_model.yaml":
         extra = [f"reward.kwargs.path={tiny_reward_model(tmp_path / 'rm')}"]
+    if recipe == "distill.yaml":
+        extra = [f"model.teacher_path={tiny_model_dir}"]
     run_dir = tmp_path / "run"
     config = load_config(RECIPES / recipe, [*small_overrides(run_dir, tiny_model_dir, steps=1), *SHRINK, *extra])
     summary = get_loop(config.loop)(config, write=lambda _: None)

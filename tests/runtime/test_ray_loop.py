@@ -38,13 +38,13 @@ def test_custom_placement_map_groups_roles_into_bundles(ray_cluster):
     config = load_config(None, ["runtime.kind=ray", "runtime.placement={rollout: gen, reward: gen, actor: train}",
                                 "runtime.cpus_per_role=0.25"])
     assert config.runtime.groups() == {"rollout": "gen", "reward": "gen", "reference": "reference",
-                                       "actor": "train", "critic": "critic"}
+                                       "teacher": "teacher", "actor": "train", "critic": "critic"}
     runtime = RayRuntime(config)
     try:
         table = placement_group_table(runtime.placement_group)
         bundles = {name: table["bundles"][index] for name, index in runtime.bundle_of.items()}
         assert bundles == {"critic": {"CPU": 0.25}, "gen": {"CPU": 0.5}, "reference": {"CPU": 0.25},
-                           "train": {"CPU": 0.25}}
+                           "teacher": {"CPU": 0.25}, "train": {"CPU": 0.25}}
         assert table["strategy"] == "SPREAD"
     finally:
         runtime.close()

@@ -6,8 +6,10 @@ the loss mask. See ``docs/algorithms.md`` for the table of algorithms and the ag
 
 from rlxf.algos.advantages import (
     ADVANTAGE_ESTIMATORS,
+    TEACHER_ESTIMATORS,
     compute_advantages,
     discounted_returns,
+    distillation_reverse_kl,
     token_rewards_from_scores,
 )
 from rlxf.algos.aggregation import LOSS_AGGREGATIONS, LossNormaliser, aggregate_loss
@@ -45,6 +47,7 @@ __all__ = [
     "PREFERENCE_LOSSES",
     "PRESETS",
     "ROLLOUT_MASKS",
+    "TEACHER_ESTIMATORS",
     "AdaptiveKLController",
     "AlgorithmConfig",
     "FixedKLController",
@@ -56,6 +59,7 @@ __all__ = [
     "compute_advantages",
     "describe_presets",
     "discounted_returns",
+    "distillation_reverse_kl",
     "drop_truncated",
     "group_stats",
     "groups_with_signal",

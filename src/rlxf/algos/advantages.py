@@ -5,6 +5,9 @@ Every estimator is registered in ``ADVANTAGE_ESTIMATORS`` under its config name 
 outside ``mask``. ``token_rewards`` holds the sequence score on the row's last loss token (see
 :func:`token_rewards_from_scores`) plus any per-token KL penalty (``kl_in_reward``).
 
+``on_policy_distillation`` needs no sequence score at all: its advantage is the per-token log-ratio of a
+teacher model to the policy on the policy's own tokens (see :func:`on_policy_distillation_advantages`).
+
 Outcome estimators (``grpo``, ``rloo``, ``remax`` baseline) use the row's score = sum of its
 token rewards over the mask. ``cfg.norm_adv_by_std`` divides by the std of the estimator's
 normalisation set: the group (``grpo``) or the whole batch's loss tokens (``gae``,
@@ -19,7 +22,7 @@ from typing import Protocol
 import torch
 
 from rlxf.algos.groups import group_stats
-from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_sum, masked_whiten
+from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_mean, masked_sum, masked_whiten
 from rlxf.registry import Registry
 
 
@@ -32,10 +35,14 @@ class AdvantageKnobs(Protocol):
     lam: float
     norm_adv_by_std: bool
     adv_eps: float
+    distill_task_coef: float
 
 
 Estimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
+# Estimators that read a teacher's log-probs of the sampled tokens (and the policy's): compute_advantages
+# hands them ``log_probs`` and ``teacher_log_probs``; the loop places a teacher role only for these.
+TEACHER_ESTIMATORS = frozenset({"on_policy_distillation"})
 
 
 def token_rewards_from_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -77,11 +84,19 @@ def compute_advantages(
     group_ids: torch.Tensor,
     values: torch.Tensor | None = None,
     baseline_rewards: torch.Tensor | None = None,
+    log_probs: torch.Tensor | None = None,
+    teacher_log_probs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages, returns) [B, R] from the estimator named ``cfg.advantage_estimator``."""
+    """(advantages, returns) [B, R] from the estimator named ``cfg.advantage_estimator``.
+
+    ``log_probs`` / ``teacher_log_probs`` [B, R] (the policy's and the teacher's log-probs of the sampled
+    tokens) reach only the estimators in ``TEACHER_ESTIMATORS``; the others never see them."""
     estimator = ADVANTAGE_ESTIMATORS.get(cfg.advantage_estimator)
+    teacher = {}
+    if cfg.advantage_estimator in TEACHER_ESTIMATORS:
+        teacher = {"log_probs": log_probs, "teacher_log_probs": teacher_log_probs}
     with torch.no_grad():
-        return estimator(cfg, token_rewards.float(), mask, group_ids, values, baseline_rewards)
+        return estimator(cfg, token_rewards.float(), mask, group_ids, values, baseline_rewards, **teacher)
 
 
 def _broadcast(per_row: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -174,3 +189,33 @@ def remax_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewar
         raise ValueError("advantage estimator 'remax' needs baseline_rewards (the greedy response's reward)")
     returns = discounted_returns(token_rewards, mask, cfg.gamma)
     return returns - _broadcast(baseline_rewards, mask), returns
+
+
+@ADVANTAGE_ESTIMATORS.register("on_policy_distillation")
+def on_policy_distillation_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards,
+                                      log_probs=None, teacher_log_probs=None):
+    """On-policy distillation (Agarwal et al. 2024, GKD; Thinking Machines 2025): the policy samples, a
+    teacher scores each sampled token, and ``A_t = log p_teacher(y_t) - log p_policy(y_t)`` on every loss
+    token: minus the per-token estimate of the reverse KL(policy || teacher), dense and without a verifier.
+
+    No discounting and no whitening: each token's advantage is its own log-ratio (the per-token form
+    the published recipes use). With ``cfg.distill_task_coef = c > 0`` the task's group-relative score is
+    added on every loss token, ``c * (score - group mean)`` (Dr. GRPO's advantage, no std division), so a
+    verifier can steer beside the teacher. Returns equal the advantages.
+    """
+    if log_probs is None or teacher_log_probs is None:
+        raise ValueError("advantage estimator 'on_policy_distillation' needs log_probs and teacher_log_probs "
+                         "(the policy's and the teacher's log-probs of the sampled tokens)")
+    advantages = masked_fill_zero(teacher_log_probs.float() - log_probs.float(), mask)
+    if cfg.distill_task_coef:
+        scores = sequence_scores(token_rewards, mask)
+        _, mean, _, _ = group_stats(scores, group_ids)
+        advantages = advantages + cfg.distill_task_coef * _broadcast(scores - mean, mask)
+    return advantages, advantages
+
+
+def distillation_reverse_kl(log_probs: torch.Tensor, teacher_log_probs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The batch's reverse KL(policy || teacher) estimate: the mean over loss tokens of
+    ``log p_policy - log p_teacher`` on the policy's own samples (unbiased for the per-token KL; 0 when
+    the two agree). The ``distill/reverse_kl`` metric."""
+    return masked_mean(log_probs.float() - teacher_log_probs.float(), mask)

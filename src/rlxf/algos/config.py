@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlxf.algos.advantages import ADVANTAGE_ESTIMATORS
+from rlxf.algos.advantages import ADVANTAGE_ESTIMATORS, TEACHER_ESTIMATORS
 from rlxf.algos.aggregation import LOSS_AGGREGATIONS
 from rlxf.algos.kl import KL_ESTIMATORS
 from rlxf.algos.policy_losses import POLICY_LOSSES
@@ -50,6 +50,10 @@ class AlgorithmConfig(BaseModel):
     kl_horizon: int = Field(None, gt=0, description="adaptive KL horizon, in samples")
     # Not from a preset: on for all of them (None: off). veRL clamps its k3 the same way.
     kl_cap: float | None = Field(10.0, gt=0, description="per-token KL estimate clamped to [-kl_cap, kl_cap]")
+
+    # Not from a preset (no preset distils): 0 = the teacher's log-ratio alone.
+    distill_task_coef: float = Field(0.0, ge=0, description="on_policy_distillation: weight of the task's "
+                                     "group-relative score added to the teacher's per-token log-ratio")
 
     entropy_coef: float = Field(None, description="entropy bonus coefficient (subtracted from the loss)")
 
@@ -126,6 +130,11 @@ class AlgorithmConfig(BaseModel):
     def needs_greedy_baseline(self) -> bool:
         """The estimator's baseline is the reward of a greedy rollout per prompt (ReMax)."""
         return self.advantage_estimator in GREEDY_BASELINE_ESTIMATORS
+
+    @property
+    def uses_teacher(self) -> bool:
+        """The estimator reads a teacher model's log-probs (``model.teacher_path``)."""
+        return self.advantage_estimator in TEACHER_ESTIMATORS
 
     @property
     def uses_reference(self) -> bool:

@@ -1,6 +1,6 @@
 """The synchronous (on-policy) RL controller: a plain loop over the roles.
 
-    prompts -> n rollouts each -> rewards -> reference / old-policy / critic forward passes
+    prompts -> n rollouts each -> rewards -> reference / old-policy / critic / teacher forward passes
     -> advantages -> PPO epochs over mini-batches -> weight update into the rollout engine
     -> periodic held-out evaluation -> checkpoint
 
@@ -18,6 +18,7 @@ from functools import partial
 from rlxf.algos import (
     apply_kl_to_rewards,
     compute_advantages,
+    distillation_reverse_kl,
     kl_per_token,
     token_rewards_from_scores,
 )
@@ -67,7 +68,7 @@ def mean_of(history: list[dict[str, float]], prefix: str) -> dict[str, float]:
 
 def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer, metrics: dict[str, float]) -> None:
     """The trainer's half of a step on a scored batch (shared with loops/rl_async.py): reference /
-    old-policy / critic passes, advantages, the policy (and critic) updates. Fills ``batch`` and
+    old-policy / critic / teacher passes, advantages, the policy (and critic) updates. Fills ``batch`` and
     ``metrics`` in place, with the batch's response lengths; ``samples`` counts the trajectories trained
     so far (kept across resumes)."""
     algo, actor, critic, reference = session.config.algorithm, session.actor, session.critic, session.reference
@@ -84,6 +85,12 @@ def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer
     if critic is not None:
         with timer("values"):
             batch.values = critic.compute_values(batch)
+    # the policy's log-probs of its own tokens: the trainer's pass when it ran, else the sampler's
+    student_log_probs = batch.rollout_log_probs if batch.old_log_probs is None else batch.old_log_probs
+    if session.teacher is not None:
+        with timer("teacher_log_probs"):
+            batch.teacher_log_probs = session.teacher.compute_log_probs(batch)
+        metrics["distill/reverse_kl"] = float(distillation_reverse_kl(student_log_probs, batch.teacher_log_probs, mask))
     with timer("advantages"):
         token_rewards = token_rewards_from_scores(batch.rewards.to(mask.device), mask)
         if reference is not None and algo.kl_in_reward:
@@ -95,7 +102,8 @@ def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer
         batch.token_rewards = token_rewards
         batch.advantages, batch.returns = compute_advantages(
             algo, token_rewards, mask, batch.group_ids.to(mask.device), values=batch.values,
-            baseline_rewards=batch.baseline_rewards,
+            baseline_rewards=batch.baseline_rewards, log_probs=student_log_probs,
+            teacher_log_probs=batch.teacher_log_probs,
         )
         metrics.update(filter_overlong(algo, batch))
     with timer("train"):

@@ -2,7 +2,7 @@
 the asynchronous controllers, so both set up, resume and checkpoint a run the same way.
 
 ``start_session`` loads the policy, runs the SFT warm-up on a fresh run, places the reference /
-actor / critic roles through the runtime, restores optimizer and RNG states on resume, and on a
+teacher / actor / critic roles through the runtime, restores optimizer and RNG states on resume, and on a
 fresh run evaluates the starting policy and writes the step-0 checkpoint.
 """
 
@@ -32,12 +32,14 @@ from rlxf.loops.setup import (
 )
 from rlxf.loops.sft import run_sft
 from rlxf.loops.stop_signals import StopSignals
+from rlxf.loops.teacher import place_teacher
 from rlxf.models.saving import save_model
 from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
 from rlxf.roles.critic import CriticRole
 from rlxf.roles.reference import ReferenceRole
 from rlxf.roles.rollout import RolloutRole
+from rlxf.roles.teacher import TeacherRole
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime import Runtime, build_runtime
 from rlxf.tracking.metrics import MetricsLogger
@@ -60,6 +62,7 @@ class RLSession:
     state: RunState
     rollout: RolloutRole
     reference: ReferenceRole | None  # algorithm.kl_coef > 0
+    teacher: TeacherRole | None  # an advantage estimator that reads a teacher (on_policy_distillation)
     actor: ActorRole
     critic: CriticRole | None  # algorithm.use_critic
     sample_gen: torch.Generator
@@ -164,12 +167,13 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     if config.model.lora is not None:  # adapters on the policy; the reference is the adapter switched off
         policy = attach_lora(config, policy, run_dir, checkpoint)
     reference = place_reference(config, runtime, policy, context, run_dir / "reference", fresh=checkpoint is None)
+    teacher = place_teacher(config, runtime, context)  # read from model.teacher_path again on resume: frozen
     actor, critic = place_trainers(config, runtime, policy, context)
     params = sampling_params(config)
     tcfg = config.train
     session = RLSession(
         config=config, run_dir=run_dir, checkpoint=checkpoint, runtime=runtime, context=context, state=state,
-        rollout=rollout, reference=reference, actor=actor, critic=critic,
+        rollout=rollout, reference=reference, teacher=teacher, actor=actor, critic=critic,
         sample_gen=torch.Generator(device=context.device).manual_seed(config.seed),
         shuffle_gen=torch.Generator().manual_seed(config.seed + 1), kl_control=kl_controller_from_config(config.algorithm),
         params=params,

@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-ROLE_NAMES = ("rollout", "reward", "reference", "actor", "critic")
+ROLE_NAMES = ("rollout", "reward", "reference", "teacher", "actor", "critic")
 
 
 class _Section(BaseModel):
@@ -59,7 +59,8 @@ class RuntimeConfig(_Section):
         None, description="Ray placement-group strategy; null = from placement")
     cpus_per_role: float = Field(0.25, gt=0, description="CPUs each role actor asks of its bundle")
     gpus_per_role: float = Field(0.0, ge=0, description="GPUs each role actor asks of its bundle")
-    max_restarts: int = Field(3, ge=0, description="stateless roles (rollout, reward, reference) restart this often")
+    max_restarts: int = Field(3, ge=0, description="stateless roles (rollout, reward, reference, "
+                              "teacher) restart this often")
     trim_memory: bool = Field(True, description="give freed heap back to the OS after each loop stage (glibc "
                               "malloc_trim; 11-20 MiB less peak RSS on the default recipe, a few % more CPU in page faults; no-op off glibc)")
     weight_sync: WeightSyncConfig = Field(default_factory=WeightSyncConfig, description=WeightSyncConfig.__doc__)

@@ -114,7 +114,7 @@ def apply_result(result: CallResult, args: tuple, kwargs: dict, generators: list
 
 
 # Roles whose only state is their weights: a runtime restarts them when their process dies.
-RESTARTABLE = frozenset({"rollout", "reward", "reference"})
+RESTARTABLE = frozenset({"rollout", "reward", "reference", "teacher"})
 # Calls that set a role's state; the last one is replayed into a restarted role (by slot).
 REPLAYED = {"update_weights": "weights", "load_weights": "weights", "receive_weights": "weights"}
 

@@ -15,7 +15,8 @@ def trim_padding(batch: TrajectoryBatch) -> TrajectoryBatch:
     trimmed.prompt_ids = batch.prompt_ids[:, prompt_start:]
     trimmed.prompt_mask = batch.prompt_mask[:, prompt_start:]
     for name in ("response_ids", "response_mask", "loss_mask", "rollout_log_probs", "policy_version",
-                 "old_log_probs", "ref_log_probs", "values", "token_rewards", "advantages", "returns"):
+                 "old_log_probs", "ref_log_probs", "teacher_log_probs", "values", "token_rewards", "advantages",
+                 "returns"):
         value = getattr(batch, name)
         if value is not None:
             setattr(trimmed, name, value[:, :response_end])
