@@ -23,14 +23,6 @@ PROMPTS = [[5, 9, 11, 3, 7], [4, 8], [13, 21, 34]]
 STEPS = 6
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _tiny(kind: str, seed: int = 1) -> torch.nn.Module:
     """A random fp32 Llama (tied head) or Qwen2 (untied, biased qkv) with logits large enough to matter."""
     common = dict(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,

@@ -19,7 +19,6 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlxf.runtime import RUNTIMES
-from rlxf.runtime.config import ROLE_NAMES
 from rlxf.runtime.group_proxy import RoleGroupProxy
 from rlxf.runtime.proxy import RoleProxy
 from rlxf.runtime.wire import RESTARTABLE
@@ -60,9 +59,11 @@ class RayRuntime:
         self.config = config
         self.rcfg = config.runtime
         self.started_ray = connect(self.rcfg.address)
-        self.groups = self.rcfg.groups()
+        # the teacher reserves its share only in a run whose advantage estimator reads it (distillation)
+        self.groups = {role: group for role, group in self.rcfg.groups().items()
+                       if role != "teacher" or config.algorithm.uses_teacher}
         self._actors_per_group = {
-            g: sum(self.ranks(r) for r in ROLE_NAMES if self.groups[r] == g) for g in set(self.groups.values())
+            g: sum(self.ranks(r) for r in self.groups if self.groups[r] == g) for g in set(self.groups.values())
         }
         names = sorted(set(self.groups.values()))
         self.bundle_of = {name: i for i, name in enumerate(names)}
