@@ -72,7 +72,8 @@ def converted_folder(path: str, cache_root: Path) -> str:
     if importlib.util.find_spec("gguf") is None:
         raise GgufSourceError(f"model.path {path!r} is a GGUF file; reading it needs the gguf package: "
                               "pip install 'rlxf[gguf]' (or pip install gguf)")
-    target = cache_root / f"gguf-{gguf.stem}-{file_sha256(gguf)[:16]}"
+    digest = file_sha256(gguf)
+    target = cache_root / f"gguf-{gguf.stem}-{digest[:16]}"
     if (target / DONE_MARKER).exists():
         return str(target)
     cache_root.mkdir(parents=True, exist_ok=True)
@@ -80,7 +81,7 @@ def converted_folder(path: str, cache_root: Path) -> str:
     try:
         logger.info("rlxf: converting %s to a safetensors folder (once; cached in %s)", gguf, target)
         write_dequantized(gguf, building)
-        (building / DONE_MARKER).write_text(f"dequantized from {gguf.name} (sha256 {file_sha256(gguf)})\n")
+        (building / DONE_MARKER).write_text(f"dequantized from {gguf.name} (sha256 {digest})\n")
         try:
             os.replace(building, target)
         except OSError:  # another process finished first: its folder is the same conversion
