@@ -114,11 +114,13 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
             train_on_batch(session, batch, timer, metrics)
             session.logger.log_samples(step, batch, context.tokenizer)  # logging.samples_every: samples.jsonl, trackers
             trained["version"] = step
+            # the state of the trained step before the weight sync: a producer restarted during the
+            # sync (the rollout actor died loading these weights) must start after this step
+            state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
+            state.shuffle_rng = generator_state_to_json(shuffle_gen)
             with timer("weight_sync"):
                 producer.post_weights(exported_weights(actor, step, bucket_bytes))
             session.evaluate_if_due(step, timer, metrics, LentRollout(producer))
-            state.step, state.data_position, state.sample_rng = step, item.data_position, item.sample_rng
-            state.shuffle_rng = generator_state_to_json(shuffle_gen)
             progress.update(1)
             if session.end_step(step_start, timer, metrics):  # a stop signal: this step is checkpointed
                 break
