@@ -36,6 +36,8 @@ RECIPE_CASES = {
     # the real-model recipe on the tiny model: its character vocabulary holds no words and no chat template
     "smollm2_grpo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                           "reward/correct"),
+    "smollm2_grpo_lora.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
+                               "reward/correct"),
     "tool_use.yaml": ([], "reward/turns"),
 }
 
