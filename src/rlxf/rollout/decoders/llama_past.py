@@ -79,8 +79,10 @@ def prefill_with_past(
         k, v = cache[li, 0, :, :, :P], cache[li, 1, :, :, :P]
         if gqa:
             k, v = k.repeat_interleave(nh // nkv, dim=1), v.repeat_interleave(nh // nkv, dim=1)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).to(dec.dtype)  # [B, nh, Tm, hd]
-        x = x + F.linear(o.transpose(1, 2).reshape(B, Tm, nh * hd), ly["wo"], ly["bo"])
+        if li == dec.n_layers - 1:  # K/V are cached above; the rest of the last layer is needed for the last token only
+            q, mask, x = q[:, :, -1:], mask[:, :, -1:], x[:, -1:]
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).to(dec.dtype)  # [B, nh, Tq, hd]
+        x = x + F.linear(o.transpose(1, 2).reshape(B, q.shape[2], nh * hd), ly["wo"], ly["bo"])
         gu = F.linear(dec._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
         x = x + F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], ly["wd"], ly["bd"])
     logits = dec._head(dec._rms(x[:, -1], dec.norm))
