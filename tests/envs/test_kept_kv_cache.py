@@ -149,3 +149,15 @@ def test_weight_update_mid_rollout_recomputes_old_caches(tiny_model, tokenizer):
     torch.testing.assert_close(batch.rollout_log_probs[new], full_new[new].float(), atol=1e-4, rtol=0)
     torch.testing.assert_close(batch.rollout_log_probs[old], full_old[old].float(), atol=1e-4, rtol=0)
     assert (batch.rollout_log_probs[new] - full_old[new]).abs().max() > 1e-3  # the weights did change
+
+
+def test_an_engine_without_sessions_reprefills_with_the_same_tokens(tiny_model, tokenizer):
+    """The torch engine's generic decoder (HFDecoder) cannot prefill over a kept cache: each turn is a
+    generate() over the transcripts, and under lockstep turns it samples the kept cache's tokens."""
+    engine = TorchRolloutEngine(tiny_model, stops(tokenizer), tokenizer.pad_token_id, decoder="hf")
+    assert engine.open_turn_sessions(PARAMS) is None
+    r = role(engine, tokenizer, barrier=True)
+    fallback = r.generate(ROWS, PARAMS, torch.Generator().manual_seed(0))
+    assert type(r.last_turns).__name__ == "GenerateTurns"
+    kept, _ = run(tiny_model, tokenizer, barrier=True)
+    assert_same(fallback, kept)
