@@ -14,7 +14,7 @@ whole transcript (what re-prefilling each turn does).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -22,16 +22,14 @@ from torch import Tensor
 
 from rlxf.rollout.decoders.kv_cohort import KVCohort
 
-if TYPE_CHECKING:
-    from rlxf.rollout.decoders.llama_decoder import LlamaDecoder
-
 __all__ = ["prefill_with_past", "row_cache"]
 
 
 def prefill_with_past(
-    dec: LlamaDecoder, pasts: list[Tensor | None], new_ids: list[list[int]], max_new_tokens: int
+    dec: Any, pasts: list[Tensor | None], new_ids: list[list[int]], max_new_tokens: int
 ) -> tuple[KVCohort, Tensor]:
-    """A cohort for ``len(new_ids)`` rows and the next-token logits [B, V] of each. ``pasts[i]`` is row i's
+    """A cohort of ``dec`` (a ``LlamaDecoder``, which imports this module: not imported here) for
+    ``len(new_ids)`` rows and the next-token logits [B, V] of each. ``pasts[i]`` is row i's
     cached K/V [n_layers, 2, n_kv, past_len, head_dim] (as :func:`row_cache` returns; None: no past),
     ``new_ids[i]`` (at least one id) the tokens that follow it, at positions ``past_len ...``."""
     dev, B = dec.device, len(new_ids)
