@@ -87,3 +87,32 @@ def test_turn_barrier_keeps_turns_in_lockstep(engine, tokenizer):
     turns = [n for kind, _, n in board.events if kind == "step"]
     assert turns == sorted(turns)  # every step of turn k before any of turn k + 1
     assert len(turns) == 12 and [m["turns"] for m in batch.metadata] == [4, 4, 4]
+
+
+@ENVS.register("test_counted")
+class CountedEnv:
+    """Counts the steps running at once (each yields to the loop three times while it runs)."""
+
+    def __init__(self, board):
+        self.board = board
+
+    def reset(self, task):
+        return "Q:"
+
+    async def step(self, action):
+        self.board.running += 1
+        self.board.most = max(self.board.most, self.board.running)
+        for _ in range(3):
+            await asyncio.sleep(0)
+        self.board.running -= 1
+        return "<o>", 0.0, False, {}
+
+
+@pytest.mark.parametrize(("limit", "most"), [(2, 2), (64, 6)])
+def test_max_concurrent_steps_bounds_the_steps_running_at_once(tokenizer, limit, most):
+    board = SimpleNamespace(running=0, most=0)
+    cfg = SimpleNamespace(name="test_counted", kwargs={"board": board}, max_turns=2, max_total_tokens=200,
+                          max_concurrent_steps=limit)
+    engine = ScriptedEngine([[5, tokenizer.eos_token_id]] * 4)  # all six turns end in the same generate call
+    batch = EnvRolloutRole(engine, tokenizer, False, 64, cfg).generate([{"prompt": "p"}] * 3, SamplingParams(n=2))
+    assert board.most == most and [m["turns"] for m in batch.metadata] == [2] * 6

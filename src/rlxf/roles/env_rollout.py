@@ -149,9 +149,8 @@ class EnvRolloutRole(RolloutRole):
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,
         first_group: int = 0,
     ) -> TrajectoryBatch:
-        trajectories = [Trajectory(row, i, self.make_env()) for i, row in enumerate(rows) for _ in range(params.n)]
-        for key, t in enumerate(trajectories):
-            t.key = key
+        samples = [(i, row) for i, row in enumerate(rows) for _ in range(params.n)]
+        trajectories = [Trajectory(row, i, self.make_env(), key=key) for key, (i, row) in enumerate(samples)]
         self._first_prompts(trajectories)
         run_coroutine(self._run(trajectories, params, generator))
         return self._to_batch(trajectories, first_group)
