@@ -78,6 +78,14 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}".strip()[:300]
 
 
+def _openai():
+    try:
+        import openai
+    except ImportError:
+        raise ImportError("rlxf: env openai_agent with an agent function needs the openai client: pip install openai") from None
+    return openai
+
+
 class FunctionAgent:
     def __init__(self, dotted: str, timeout_s: float) -> None:
         self.name = dotted
@@ -86,14 +94,18 @@ class FunctionAgent:
             raise ValueError(f"rlxf: env.kwargs.agent {dotted!r} is not a function")
         self.timeout_s = timeout_s
 
-    async def run(self, base_url: str, api_key: str, task: dict) -> Any:
-        try:
-            import openai
-        except ImportError:
-            raise ImportError("rlxf: env openai_agent with an agent function needs the openai client: pip install openai") from None
+    def shared_http(self):
+        """One HTTP connection pool for a step's synchronous agents (a client each would build its own)."""
+        if inspect.iscoroutinefunction(self.fn):
+            return None
+        return _openai().DefaultHttpxClient(timeout=self.timeout_s)
+
+    async def run(self, base_url: str, api_key: str, task: dict, http=None) -> Any:
+        openai = _openai()
         asynchronous = inspect.iscoroutinefunction(self.fn)
         client_cls = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-        client = client_cls(base_url=base_url, api_key=api_key, max_retries=0, timeout=self.timeout_s)
+        client = client_cls(base_url=base_url, api_key=api_key, max_retries=0, timeout=self.timeout_s,
+                            **({"http_client": http} if http is not None else {}))
         call = self.fn(client, dict(task)) if asynchronous else _thread_result(self.fn, client, dict(task))
         try:
             return await asyncio.wait_for(call, self.timeout_s)
@@ -113,7 +125,10 @@ class CommandAgent:
         self.name = " ".join(self.argv)
         self.timeout_s = timeout_s
 
-    async def run(self, base_url: str, api_key: str, task: dict) -> Any:
+    def shared_http(self) -> None:
+        return None
+
+    async def run(self, base_url: str, api_key: str, task: dict, http=None) -> Any:
         env = {**os.environ, "OPENAI_BASE_URL": base_url, "OPENAI_API_KEY": api_key}
         try:
             proc = await asyncio.create_subprocess_exec(
@@ -155,7 +170,7 @@ class OpenAIAgentEnv:
     def __init__(
         self, agent: str | None = None, command: str | list[str] | None = None, reward: str = "arithmetic",
         reward_kwargs: dict[str, Any] | None = None, timeout_s: float = 60.0, max_concurrent: int = 64,
-        chat_format: str = "plain", format_kwargs: dict[str, Any] | None = None, max_wait_s: float = 0.005,
+        chat_format: str = "plain", format_kwargs: dict[str, Any] | None = None, max_wait_s: float = 0.02,
         host: str = "127.0.0.1",
     ) -> None:
         if (agent is None) == (command is None):
@@ -188,9 +203,12 @@ class OpenAIAgentEnv:
         raise AgentFailure("error", f"agent returned {type(result).__name__} {str(result)[:80]!r}; expected a number, "
                                     "an answer text, {'reward': x} or {'answer': text}")
 
-    async def run(self, base_url: str, api_key: str, task: dict) -> AgentOutcome:
+    def shared_http(self):
+        return self.runner.shared_http()
+
+    async def run(self, base_url: str, api_key: str, task: dict, http=None) -> AgentOutcome:
         try:
-            result = await self.runner.run(base_url, api_key, task)
+            result = await self.runner.run(base_url, api_key, task, http)
             reward, components = self.score(task, result)
         except AgentFailure as failure:
             return AgentOutcome(0.0, {}, failure)

@@ -79,14 +79,20 @@ class AgentRolloutRole(EnvRolloutRole):
 
     async def _run_all(self, endpoint: Endpoint, jobs: list[tuple[int, dict, Session]]) -> list[AgentOutcome]:
         slots = asyncio.Semaphore(self.agent.max_concurrent)
+        shared = self.agent.shared_http()  # one connection pool for the step's agents
 
         async def one(row: dict, session: Session) -> AgentOutcome:
             async with slots:
-                outcome = await self.agent.run(endpoint.base_url(session), session.key, row)
+                session.running = True
+                outcome = await self.agent.run(endpoint.base_url(session), session.key, row, shared)
                 endpoint.close_session(session)  # a cancelled agent's later requests are refused
                 return outcome
 
-        return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
+        try:
+            return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
+        finally:
+            if shared is not None:
+                shared.close()
 
     def _trajectory(self, row: dict, group: int, session: Session, outcome: AgentOutcome) -> Trajectory:
         t = Trajectory({**row, "agent_session": session.sid}, group, env=None)

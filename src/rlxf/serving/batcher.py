@@ -1,8 +1,10 @@
 """Concurrent agents' requests batched into the rollout engine: one ``engine.generate`` call at a time.
 
-Requests wait in a queue; whenever the engine is free, everything queued (after ``max_wait_s`` for
-stragglers, up to ``max_batch`` rows) becomes one batch, so N agents that ask at about the same time cost
-one batched decode, not N. All rows of a batch sample with the rollout's parameters (temperature, top-p,
+Requests wait in a queue; whenever the engine is free, everything queued (up to ``max_batch`` rows) becomes
+one batch — as soon as every running agent has a request waiting (``expected()``: the sessions whose agent
+is running), or ``max_wait_s`` after the oldest waiting request arrived, whichever comes first. So N agents
+that ask at about the same time cost one batched decode, not N, and an agent busy with its own work (a slow
+tool) holds the others back by ``max_wait_s`` at most. All rows of a batch sample with the rollout's parameters (temperature, top-p,
 top-k: the trainer's log-probs assume them; an agent's own sampling arguments are ignored); each row's own
 token limit is applied by cutting it after the batch (sampling is autoregressive, so a cut row's tokens
 and log-probs are what a shorter budget would have given).
@@ -30,11 +32,12 @@ class _Request:
     context: list[int]
     limit: int
     future: asyncio.Future = field(repr=False)
+    arrived: float = 0.0
 
 
 class GenerationBatcher:
-    def __init__(self, engine, max_batch: int = 256, max_wait_s: float = 0.005) -> None:
-        self.engine = engine
+    def __init__(self, engine, max_batch: int = 256, max_wait_s: float = 0.02, expected=lambda: 1) -> None:
+        self.engine, self.expected = engine, expected
         self.max_batch, self.max_wait_s = max_batch, max_wait_s
         self.params = SamplingParams()
         self.generator: torch.Generator | None = None
@@ -47,6 +50,11 @@ class GenerationBatcher:
         self.wake = asyncio.Event()
         self.task = asyncio.get_running_loop().create_task(self._run())
 
+    def poke(self) -> None:
+        """Look again (e.g. an agent finished, so fewer requests are to be waited for); the server's loop only."""
+        if self.wake is not None:
+            self.wake.set()
+
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
@@ -54,29 +62,44 @@ class GenerationBatcher:
     async def generate(self, context: list[int], limit: int) -> Turn:
         if limit <= 0:
             return Turn([], [], False)
-        request = _Request(context, limit, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        request = _Request(context, limit, loop.create_future(), loop.time())
         self.queue.append(request)
         self.wake.set()
         return await request.future
 
+    async def _gathered(self) -> None:
+        """Until every running agent waits, or the oldest request has waited ``max_wait_s``."""
+        loop = asyncio.get_running_loop()
+        while self.queue and len(self.queue) < min(self.expected(), self.max_batch):
+            left = self.queue[0].arrived + self.max_wait_s - loop.time()
+            if left <= 0:
+                return
+            self.wake.clear()
+            try:
+                await asyncio.wait_for(self.wake.wait(), left)
+            except asyncio.TimeoutError:
+                return
+
     async def _run(self) -> None:
         while True:
-            await self.wake.wait()
-            self.wake.clear()
-            if self.max_wait_s > 0:
-                await asyncio.sleep(self.max_wait_s)
-            while self.queue:
-                batch, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch:]
-                try:
-                    turns = await asyncio.to_thread(self._decode, [r.context for r in batch], [r.limit for r in batch])
-                except Exception as err:  # noqa: BLE001 - every waiting request gets the failure
-                    for r in batch:
-                        if not r.future.done():
-                            r.future.set_exception(err)
-                    continue
-                for r, turn in zip(batch, turns):
-                    if not r.future.done():  # a cancelled request (its agent timed out) is dropped
-                        r.future.set_result(turn)
+            if not self.queue:
+                self.wake.clear()
+                await self.wake.wait()
+            await self._gathered()
+            batch, self.queue = self.queue[: self.max_batch], self.queue[self.max_batch:]
+            if not batch:
+                continue
+            try:
+                turns = await asyncio.to_thread(self._decode, [r.context for r in batch], [r.limit for r in batch])
+            except Exception as err:  # noqa: BLE001 - every waiting request gets the failure
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(err)
+                continue
+            for r, turn in zip(batch, turns):
+                if not r.future.done():  # a cancelled request (its agent timed out) is dropped
+                    r.future.set_result(turn)
 
     def _decode(self, contexts: list[list[int]], limits: list[int]) -> list[Turn]:
         p = self.params

@@ -41,9 +41,9 @@ def _error(status: int, message: str, kind: str = "invalid_request_error"):
 class Endpoint:
     """Sessions + the batcher; ``build_app`` serves them. Sessions are opened and closed from any thread."""
 
-    def __init__(self, engine, tokenizer, chat_format: ChatFormat, max_batch: int = 256, max_wait_s: float = 0.005) -> None:
+    def __init__(self, engine, tokenizer, chat_format: ChatFormat, max_batch: int = 256, max_wait_s: float = 0.02) -> None:
         self.tokenizer, self.format = tokenizer, chat_format
-        self.batcher = GenerationBatcher(engine, max_batch, max_wait_s)
+        self.batcher = GenerationBatcher(engine, max_batch, max_wait_s, expected=self.running)
         self.sessions: dict[str, Session] = {}
         self.by_key: dict[str, str] = {}
         self.locks: dict[str, asyncio.Lock] = {}
@@ -57,6 +57,10 @@ class Endpoint:
         self.by_key[session.key] = sid
         return session
 
+    def running(self) -> int:
+        """Sessions whose agent runs now: the requests worth waiting for before a batch."""
+        return sum(s.running and not s.closed for s in list(self.sessions.values()))
+
     def base_url(self, session: Session) -> str:
         return f"{self.url}/sessions/{session.sid}/v1"
 
@@ -64,12 +68,13 @@ class Endpoint:
         """Refuse its later requests, from the server's own loop so no reply is being recorded meanwhile."""
         def close() -> None:
             session.closed = True
+            self.batcher.poke()
 
         if self.loop is not None and self.loop.is_running():
             done = threading.Event()
             self.loop.call_soon_threadsafe(lambda: (close(), done.set()))
             done.wait(5)
-        close()
+        session.closed = True
 
     def forget(self, session: Session) -> None:
         self.sessions.pop(session.sid, None)

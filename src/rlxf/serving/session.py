@@ -99,6 +99,7 @@ class Session:
         self.mismatches = 0
         self.truncated = False  # a turn was refused or cut by the budget
         self.closed = False  # timed out or finished: later requests are refused
+        self.running = False  # its agent has started (the batcher waits for running agents' requests)
         self.requests = 0
 
     @property
