@@ -32,6 +32,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from rlxf.config_error import ConfigError
 from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS
 from rlxf.rewards.registry import import_object
@@ -89,9 +90,12 @@ def _openai():
 class FunctionAgent:
     def __init__(self, dotted: str, timeout_s: float) -> None:
         self.name = dotted
-        self.fn = import_object(dotted)
+        try:
+            self.fn = import_object(dotted)
+        except ValueError as err:
+            raise ConfigError(f"env.kwargs.agent: {err}") from None
         if not callable(self.fn):
-            raise ValueError(f"rlxf: env.kwargs.agent {dotted!r} is not a function")
+            raise ConfigError(f"env.kwargs.agent {dotted!r} is not a function")
         self.timeout_s = timeout_s
 
     def shared_http(self):
@@ -121,7 +125,7 @@ class CommandAgent:
     def __init__(self, command: str | list[str], timeout_s: float) -> None:
         self.argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
         if not self.argv:
-            raise ValueError("rlxf: env.kwargs.command is empty")
+            raise ConfigError("env.kwargs.command is empty")
         self.name = " ".join(self.argv)
         self.timeout_s = timeout_s
 
@@ -174,16 +178,19 @@ class OpenAIAgentEnv:
         host: str = "127.0.0.1",
     ) -> None:
         if (agent is None) == (command is None):
-            raise ValueError("rlxf: env openai_agent needs exactly one of kwargs.agent (module:function) or kwargs.command")
+            raise ConfigError("env openai_agent needs exactly one of env.kwargs.agent (module:function) or env.kwargs.command")
         if timeout_s <= 0 or max_concurrent < 1:
-            raise ValueError(f"rlxf: env openai_agent needs timeout_s > 0 and max_concurrent >= 1, got {timeout_s}, {max_concurrent}")
+            raise ConfigError(f"env openai_agent needs env.kwargs.timeout_s > 0 and max_concurrent >= 1, got {timeout_s}, {max_concurrent}")
         self.runner = FunctionAgent(agent, timeout_s) if agent is not None else CommandAgent(command, timeout_s)
         self.scorer = AnswerScorer(reward, reward_kwargs)
-        self.chat_format: ChatFormat = CHAT_FORMATS.get(chat_format)(**(format_kwargs or {}))
+        try:
+            self.chat_format: ChatFormat = CHAT_FORMATS.get(chat_format)(**(format_kwargs or {}))
+        except (KeyError, ValueError) as err:
+            raise ConfigError(f"env.kwargs.chat_format / format_kwargs: {str(err).strip(chr(34))}") from None
         self.max_concurrent, self.max_wait_s, self.host = max_concurrent, max_wait_s, host
 
     def reset(self, task: dict):
-        raise TypeError("rlxf: env openai_agent runs agent programs; it needs its own rollout role (loop: rl)")
+        raise TypeError("env openai_agent runs agent programs; it needs its own rollout role (loop: rl)")
 
     step = reset
 

@@ -27,6 +27,7 @@ import torch
 
 from rlxf.awaitables import run_coroutine
 from rlxf.batch import TrajectoryBatch
+from rlxf.config_error import ConfigError
 from rlxf.data.prompt_tokens import encode_prompts
 from rlxf.envs.openai_agent import AgentOutcome, OpenAIAgentEnv
 from rlxf.roles.env_rollout import EnvRolloutRole, Trajectory
@@ -40,7 +41,10 @@ log = logging.getLogger(__name__)
 class AgentRolloutRole(EnvRolloutRole):
     def __init__(self, engine, tokenizer, chat_template: bool, max_prompt_tokens: int, env_config) -> None:
         super().__init__(engine, tokenizer, chat_template, max_prompt_tokens, env_config)
-        self.agent: OpenAIAgentEnv = self.make_env()
+        try:
+            self.agent: OpenAIAgentEnv = self.make_env()
+        except TypeError as err:  # an unknown or missing constructor argument
+            raise ConfigError(f"env.kwargs of openai_agent: {err}") from None
         self.server: RunningEndpoint | None = None
         self.last_failures: Counter = Counter()
 
