@@ -88,3 +88,30 @@ def test_budgets_cut_observations_and_refuse_turns(tokenizer, fmt):
     assert s2.completion_context([5, 6, 7, 8]) == [5, 6, 7, 8] and s2.room() == 0  # one turn allowed
     with pytest.raises(SessionError, match="over data.max_prompt_tokens=32"):
         session(tokenizer, fmt).completion_context("9" * 40)
+
+
+def test_template_format_appends_only_what_the_template_writes_after_the_turn(tokenizer):
+    # the char tokenizer's template: "user: ...\n", "assistant: ...\n</s>", generation prompt "assistant: "
+    fmt = CHAT_FORMATS.get("template")(tokenizer)
+    s = session(tokenizer, fmt, max_prompt_tokens=64, max_total_tokens=64)
+    first = s.chat_context([{"role": "user", "content": "2*3="}], None)
+    assert first == ids(tokenizer, "user: 2*3=\nassistant: ")
+    s.record_turn(ids(tokenizer, "6") + [EOS], [-1.0, -1.0], {"role": "assistant", "content": "6"}, stopped=True)
+    history = [{"role": "user", "content": "2*3="}, {"role": "assistant", "content": "6"}]
+    second = s.chat_context([*history, {"role": "user", "content": "+1="}], None)
+    # the template's "\n</s>" after the reply: the sampled </s> stands for it, nothing is added before the user
+    assert second == first + ids(tokenizer, "6") + [EOS] + ids(tokenizer, "user: +1=\nassistant: ")
+    s.record_turn(ids(tokenizer, "77"), [-1.0, -1.0], {"role": "assistant", "content": "77"}, stopped=False)
+    third = s.chat_context([*history, {"role": "user", "content": "+1="}, {"role": "assistant", "content": "77"},
+                            {"role": "user", "content": "?"}], None)
+    # a turn cut by its budget is closed as the template closes it
+    assert third == second + ids(tokenizer, "77") + ids(tokenizer, "\n") + [EOS] + ids(tokenizer, "user: ?\nassistant: ")
+    assert s.mismatches == 0
+
+
+def test_hermes_tool_calls_are_read_back():
+    from rlxf.serving.template_format import hermes_calls
+
+    text = 'Let me compute. <tool_call>\n{"name": "calculator", "arguments": {"expression": "2*3"}}\n</tool_call>'
+    assert hermes_calls(text) == ("Let me compute.", [{"name": "calculator", "arguments": '{"expression": "2*3"}'}])
+    assert hermes_calls("<tool_call>not json</tool_call>") == ("<tool_call>not json</tool_call>", [])

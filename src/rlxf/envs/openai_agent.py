@@ -183,11 +183,16 @@ class OpenAIAgentEnv:
             raise ConfigError(f"env openai_agent needs env.kwargs.timeout_s > 0 and max_concurrent >= 1, got {timeout_s}, {max_concurrent}")
         self.runner = FunctionAgent(agent, timeout_s) if agent is not None else CommandAgent(command, timeout_s)
         self.scorer = AnswerScorer(reward, reward_kwargs)
-        try:
-            self.chat_format: ChatFormat = CHAT_FORMATS.get(chat_format)(**(format_kwargs or {}))
-        except (KeyError, ValueError) as err:
-            raise ConfigError(f"env.kwargs.chat_format / format_kwargs: {str(err).strip(chr(34))}") from None
+        if chat_format not in CHAT_FORMATS.names():
+            raise ConfigError(f"env.kwargs.chat_format {chat_format!r} is not one of {', '.join(CHAT_FORMATS.names())}")
+        self.format_name, self.format_kwargs = chat_format, dict(format_kwargs or {})
         self.max_concurrent, self.max_wait_s, self.host = max_concurrent, max_wait_s, host
+
+    def make_format(self, tokenizer) -> ChatFormat:
+        try:
+            return CHAT_FORMATS.get(self.format_name)(tokenizer, **self.format_kwargs)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"env.kwargs.format_kwargs of chat format {self.format_name!r}: {err}") from None
 
     def reset(self, task: dict):
         raise TypeError("env openai_agent runs agent programs; it needs its own rollout role (loop: rl)")

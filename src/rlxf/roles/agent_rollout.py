@@ -45,13 +45,14 @@ class AgentRolloutRole(EnvRolloutRole):
             self.agent: OpenAIAgentEnv = self.make_env()
         except TypeError as err:  # an unknown or missing constructor argument
             raise ConfigError(f"env.kwargs of openai_agent: {err}") from None
+        self.chat_format = self.agent.make_format(tokenizer)
         self.server: RunningEndpoint | None = None
         self.last_failures: Counter = Counter()
 
     @property
     def endpoint(self) -> Endpoint:
         if self.server is None:
-            endpoint = Endpoint(self.engine, self.tokenizer, self.agent.chat_format, max_wait_s=self.agent.max_wait_s)
+            endpoint = Endpoint(self.engine, self.tokenizer, self.chat_format, max_wait_s=self.agent.max_wait_s)
             self.server = RunningEndpoint(endpoint, host=self.agent.host)
         return self.server.endpoint
 

@@ -1,9 +1,11 @@
-"""How OpenAI chat messages become text for the policy, one message at a time, and how tool calls are read back.
+"""How OpenAI chat messages become text for the policy, and how tool calls are read back.
 
-The endpoint (``openai_app.py``) never renders a whole conversation again once it has started: each new
-message is rendered *on its own* by a chat format and tokenized on its own, and the policy's own turns are
-the recorded token ids (``session.py``). So a format is a set of per-message pieces, not a template over the
-transcript. Registered formats (``CHAT_FORMATS``):
+The endpoint (``openai_app.py``) renders a whole conversation only when a segment starts (``first_prompt``);
+after that, only what is new is rendered (``continuation``: the texts to tokenize, each on its own, between
+the policy's last turn and its next) and the policy's own turns stay the recorded token ids
+(``session.py``). ``CHAT_FORMATS`` maps a name to ``factory(tokenizer, **format_kwargs)``:
+
+``template`` (``template_format.py``) — the tokenizer's own chat template, for chat models.
 
 ``plain`` — for models without a chat template (the tiny char model), every piece a format string:
 
@@ -30,7 +32,7 @@ from typing import Any
 
 from rlxf.registry import Registry
 
-CHAT_FORMATS: Registry[Callable[..., ChatFormat]] = Registry("chat format")
+CHAT_FORMATS: Registry[Callable[..., ChatFormat]] = Registry("chat format", modules={"template": "rlxf.serving.template_format"})
 TOOL_CALL = re.compile(r"@([A-Za-z_]\w*)\((.*)\)\s*$", re.DOTALL)
 
 
@@ -58,6 +60,7 @@ def function_parameters(tools: list[dict] | None) -> dict[str, list[str]]:
 
 @dataclass
 class ChatFormat:
+    special_tokens_in_text = False  # the first prompt gets the tokenizer's special tokens (BOS), as plain prompts do
     system: str = "{content}\n"
     user: str = "{content}"
     tool: str = "={content}\n"
@@ -84,6 +87,14 @@ class ChatFormat:
         if role not in pieces:
             raise ValueError(f"unknown message role {role!r}; known: {', '.join([*pieces, 'assistant'])}")
         return pieces[role].format(content=content)
+
+    def first_prompt(self, messages: list[dict], tools: list[dict] | None) -> str:
+        return self.header(tools) + "".join(self.message(m, tools) for m in messages) + self.assistant_prefix
+
+    def continuation(self, known: list[dict], new: list[dict], tools: list[dict] | None, stop_text: str | None) -> list[str] | None:
+        """The texts after the policy's last turn (``stop_text``: its stop token's text, None if it was cut);
+        None when ``new`` cannot follow ``known`` in this format (then the session starts a new segment)."""
+        return [self.message(m, tools) for m in new] + [self.assistant_prefix]
 
     def call_text(self, call: dict, tools: list[dict] | None) -> str:
         fn = call.get("function") or {}
@@ -117,7 +128,7 @@ class ChatFormat:
 
 
 @CHAT_FORMATS.register("plain")
-def plain_format(**kwargs: Any) -> ChatFormat:
+def plain_format(tokenizer=None, **kwargs: Any) -> ChatFormat:
     known = set(ChatFormat.__dataclass_fields__)
     if unknown := sorted(set(kwargs) - known):
         raise ValueError(f"chat format 'plain' has no option {', '.join(unknown)}; known: {', '.join(sorted(known))}")

@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 
+from rlxf.rollout.stops import stop_id_list
 from rlxf.serving.batcher import GenerationBatcher
 from rlxf.serving.chat_format import ChatFormat
 from rlxf.serving.session import Budget, Session, SessionError
@@ -43,6 +44,7 @@ class Endpoint:
 
     def __init__(self, engine, tokenizer, chat_format: ChatFormat, max_batch: int = 256, max_wait_s: float = 0.02) -> None:
         self.tokenizer, self.format = tokenizer, chat_format
+        self.stop_ids = set(stop_id_list(getattr(engine, "eos_id", tokenizer.eos_token_id)))
         self.batcher = GenerationBatcher(engine, max_batch, max_wait_s, expected=self.running)
         self.sessions: dict[str, Session] = {}
         self.by_key: dict[str, str] = {}
@@ -166,11 +168,13 @@ def build_app(endpoint: Endpoint):
         if got is None:
             return None
         text = endpoint.tokenizer.decode(got.ids, skip_special_tokens=True)
+        if endpoint.format.special_tokens_in_text:  # a chat model's tool-call markers may be special tokens
+            text = endpoint.tokenizer.decode([i for i in got.ids if i not in endpoint.stop_ids], skip_special_tokens=False)
         content, calls = endpoint.format.parse(text, tools if body.get("tool_choice") != "none" else None)
         tool_calls = [{"id": f"call_{session.sid}_{session.requests}_{k}", "type": "function", "function": call}
                       for k, call in enumerate(calls)]
         message = {"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})}
-        session.record_turn(got.ids, got.log_probs, reply=message)
+        session.record_turn(got.ids, got.log_probs, reply=message, stopped=got.stopped)
         finish = "tool_calls" if tool_calls else ("stop" if got.stopped else "length")
         return {"id": f"chatcmpl-{session.sid}-{session.requests}", "object": "chat.completion",
                 "created": int(time.time()), "model": MODEL_NAME,
@@ -189,7 +193,7 @@ def build_app(endpoint: Endpoint):
         if got is None:
             return None
         text = endpoint.tokenizer.decode(got.ids, skip_special_tokens=True)
-        session.record_turn(got.ids, got.log_probs, text=text)
+        session.record_turn(got.ids, got.log_probs, text=text, stopped=got.stopped)
         return {"id": f"cmpl-{session.sid}-{session.requests}", "object": "text_completion",
                 "created": int(time.time()), "model": MODEL_NAME,
                 "choices": [{"index": 0, "text": text, "finish_reason": "stop" if got.stopped else "length",

@@ -50,6 +50,7 @@ class Segment:
     prompt: list[int]
     pieces: list[Piece] = field(default_factory=list)
     messages: list[tuple] = field(default_factory=list)  # chat: the normalized messages the tokens hold
+    raw: list[dict] = field(default_factory=list)  # chat: the same messages as sent (or, for turns, as returned)
     tools_key: str = ""
     text: str = ""  # completion: the text the tokens hold
 
@@ -101,6 +102,7 @@ class Session:
         self.closed = False  # timed out or finished: later requests are refused
         self.running = False  # its agent has started (the batcher waits for running agents' requests)
         self.requests = 0
+        self.stopped_last = False  # the last turn ended with a stop token
 
     @property
     def segment(self) -> Segment | None:
@@ -144,15 +146,24 @@ class Session:
         fresh = [m for m in norm[known:] if m[0] != "assistant"]
         matches = (seg is not None and seg.kind == "chat" and seg.tools_key == tools_key
                    and norm[:known] == seg.messages and len(fresh) == len(norm) - known)
-        if not matches:
-            text = self.format.header(tools) + "".join(self.format.message(m, tools) for m in messages)
-            seg = self._new_segment("chat", self._encode(text + self.format.assistant_prefix, first=True),
+        pieces = None
+        if matches:
+            pieces = self.format.continuation(seg.raw, messages[known:], tools, self._stop_text(seg))
+        if pieces is None:
+            text = self.format.first_prompt(messages, tools)
+            seg = self._new_segment("chat", self._encode(text, first=not self.format.special_tokens_in_text),
                                     tools_key=tools_key)
         else:
-            ids = [i for m in messages[known:] for i in self._encode(self.format.message(m, tools))]
-            self._append(seg, ids + self._encode(self.format.assistant_prefix))
-        seg.messages = norm
+            self._append(seg, [i for piece in pieces for i in self._encode(piece)])
+        seg.messages, seg.raw = norm, list(messages)
         return seg.ids
+
+    def _stop_text(self, seg: Segment) -> str | None:
+        """The text of the stop token that ended the policy's last turn, None when the turn was cut."""
+        last = seg.pieces[-1] if seg.pieces else None
+        if last is None or last.log_probs is None or not self.stopped_last:
+            return None
+        return self.tokenizer.decode(last.ids[-1:], skip_special_tokens=False)
 
     def completion_context(self, prompt: str | list[int]) -> list[int]:
         seg = self.segment
@@ -180,13 +191,16 @@ class Session:
             self.truncated = True
         return max(0, room)
 
-    def record_turn(self, ids: list[int], log_probs: list[float], reply: dict | None = None, text: str = "") -> None:
+    def record_turn(self, ids: list[int], log_probs: list[float], reply: dict | None = None, text: str = "",
+                    stopped: bool = True) -> None:
         """The policy's turn, as generated; ``reply`` (chat) the assistant message returned for it."""
         seg = self.segment
+        self.stopped_last = stopped and bool(ids)
         if ids:
             seg.pieces.append(Piece(list(ids), list(log_probs)))
         if seg.kind == "chat":
             seg.messages.append(normalized(reply))
+            seg.raw.append(reply)
         else:
             seg.text += text
 
