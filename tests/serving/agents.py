@@ -75,6 +75,31 @@ def completions(client, task):
     return second
 
 
+async def async_tool_loop(client, task):
+    """``tool_loop`` on an ``openai.AsyncOpenAI`` client."""
+    messages = [{"role": "user", "content": task["prompt"]}]
+    for _ in range(4):
+        message = (await client.chat.completions.create(model="policy", messages=messages, tools=[CALCULATOR])).choices[0].message
+        messages.append(message.model_dump(exclude_none=True))
+        if not message.tool_calls:
+            return message.content or ""
+        for call in message.tool_calls:
+            value = str(eval(json.loads(call.function.arguments)["expression"]))
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": value})
+    return ""
+
+
+async def async_hang(client, task):
+    import asyncio
+
+    await client.chat.completions.create(model="policy", messages=[{"role": "user", "content": task["prompt"]}])
+    try:
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        SEEN[task["id"]] = ["cancelled"]
+        raise
+
+
 def wrong_result(client, task):
     client.chat.completions.create(model="policy", messages=[{"role": "user", "content": task["prompt"]}])
     return [1, 2]

@@ -138,6 +138,19 @@ def test_crash_hang_and_bad_result_score_zero_with_a_counted_reason(tokenizer, c
     assert wrong["env_components"]["agent_error"] == 1.0 and "expected a number" in wrong["agent_failure"]
 
 
+def test_async_agents_run_on_the_loop_and_are_cancelled_at_the_timeout(tokenizer, closing):
+    engine = ScriptedEngine(tokenizer, ["@calc(2*3)", "6"])
+    role = make_role(tokenizer, engine, agent=f"{AGENTS}:async_tool_loop")
+    closing(role)
+    ok = role.generate([{"prompt": "2*3=", "answer": "6"}], SamplingParams(n=1, max_new_tokens=12)).metadata[0]
+    assert ok["turn_spans"] == [(0, 11), (14, 16)] and ok["env_reward"] == 1.1
+    role = make_role(tokenizer, engine, agent=f"{AGENTS}:async_hang", timeout_s=0.5)
+    closing(role)
+    hang = role.generate([{"prompt": "2*3=", "answer": "6", "id": "ah"}], SamplingParams(n=1, max_new_tokens=12)).metadata[0]
+    assert hang["env_components"]["agent_timeout"] == 1.0 and hang["turns"] == 1 and hang["env_reward"] == 0.0
+    assert agents.SEEN["ah"] == ["cancelled"]  # the coroutine itself was cancelled, not abandoned
+
+
 def test_subprocess_agents_ok_crash_and_hang(tokenizer, closing):
     engine = ScriptedEngine(tokenizer, ["@calc(2*3)", "6"])
     command = [sys.executable, str(Path(agents.__file__))]
