@@ -37,3 +37,17 @@ def test_reasoning_gym_recipe_raises_reward(tmp_path):
     print({"first5_reward": first, "last5_reward": last, **summary})
     assert last >= first + 0.1, (first, last, summary)
     assert summary["final_eval_accuracy"] > summary["initial_eval_accuracy"], summary
+
+
+@pytest.mark.slow
+def test_openai_agent_recipe_trains_an_agent_written_against_the_openai_client(tmp_path):
+    pytest.importorskip("openai", reason="the openai client is in the dev extra")
+    summary, rewards = run_recipe(tmp_path, "openai_agent")
+    rows = [json.loads(line) for line in (tmp_path / "openai_agent" / "metrics.jsonl").read_text().splitlines()]
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
+    print({"first5_reward": first, "last5_reward": last, **summary})
+    assert last >= first + 0.2, (first, last, summary)
+    assert summary["final_eval_accuracy"] >= summary["initial_eval_accuracy"] + 0.15, summary
+    trained = [r for r in rows if "policy/rollout_log_prob_diff_max" in r]
+    assert max(r["policy/rollout_log_prob_diff_max"] for r in trained) < 1e-3  # trained on what was sampled
+    assert all(r["reward/agent_error"] == 0 and r["reward/history_mismatch"] == 0 for r in trained)

@@ -30,6 +30,7 @@ RECIPE_CASES = {
                         "data.long_prompts=drop", "train.prompts_per_step=2",
                         "train.mini_batch_size=8"], "reward/pass_fraction"),
     "online_dpo.yaml": ([], "train/tied_prompts"),
+    "openai_agent.yaml": ([], "reward/requests"),  # an agent program behind the OpenAI-compatible endpoint
     "reasoning_gym.yaml": (["rollout.max_new_tokens=16"], "reward/correct"),
     "reward_model.yaml": (["data.task_args.digits=2"], "train/pair_accuracy"),
     "sft.yaml": ([], "eval/accuracy"),
