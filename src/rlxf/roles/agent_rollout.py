@@ -75,12 +75,12 @@ class AgentRolloutRole(EnvRolloutRole):
         finally:
             for _, _, session in jobs:
                 endpoint.close_session(session)
-        trajectories = [self._trajectory(row, group, session, outcome)
+        trajectories = [self._trajectory(row, group, session, outcome, version)
                         for (group, row, session), outcome in zip(jobs, outcomes)]
         for _, _, session in jobs:
             endpoint.forget(session)
         self._report(outcomes)
-        return self._to_batch(trajectories, first_group, version)
+        return self._to_batch(trajectories, first_group)
 
     async def _run_all(self, endpoint: Endpoint, jobs: list[tuple[int, dict, Session]]) -> list[AgentOutcome]:
         slots = asyncio.Semaphore(self.agent.max_concurrent)
@@ -99,7 +99,7 @@ class AgentRolloutRole(EnvRolloutRole):
             if shared is not None:
                 shared.close()
 
-    def _trajectory(self, row: dict, group: int, session: Session, outcome: AgentOutcome) -> Trajectory:
+    def _trajectory(self, row: dict, group: int, session: Session, outcome: AgentOutcome, version: int) -> Trajectory:
         t = Trajectory({**row, "agent_session": session.sid}, group, env=None)
         segment, dropped = session.trained_segment()
         if segment is None:  # the policy was never asked
@@ -107,7 +107,8 @@ class AgentRolloutRole(EnvRolloutRole):
         else:
             t.prompt = list(segment.prompt)
             for piece in segment.pieces:
-                t.append(piece.ids, piece.log_probs)
+                versions = None if piece.log_probs is None else [version] * len(piece.ids)
+                t.append(piece.ids, piece.log_probs, versions)
         failed = outcome.failure is not None
         reward = 0.0 if failed or not t.turn_spans else outcome.reward
         t.turn_rewards = [0.0] * len(t.turn_spans)
