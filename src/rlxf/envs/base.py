@@ -31,7 +31,7 @@ class Environment(Protocol):
 # name -> module that registers it, imported on first use
 ENV_MODULES = {
     "single_turn": "rlxf.envs.single_turn", "tool_use": "rlxf.envs.tool_use",
-    "simulated_user": "rlxf.envs.simulated_user",
+    "simulated_user": "rlxf.envs.simulated_user", "arithmetic_chain": "rlxf.envs.arithmetic_chain",
 }
 ENVS: Registry[Callable[..., Environment]] = Registry("environment", modules=ENV_MODULES)
 
