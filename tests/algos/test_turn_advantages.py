@@ -149,3 +149,14 @@ def test_config_rules():
         AlgorithmConfig(name="grpo", advantage_estimator="gigpo", step_advantage_weight=1.5)
     assert AlgorithmConfig(name="grpo", advantage_estimator="gigpo").uses_turns
     assert not AlgorithmConfig(name="grpo").uses_turns
+
+
+def test_a_turn_cut_to_no_tokens_leaves_its_reward_on_the_turn_before():
+    mask = torch.tensor([[1, 1, 0, 0, 1, 0]])  # turns [0, 2), [4, 5), then a third turn with no room: [5, 5)
+    layout = TurnLayout.from_rollout([{"turn_spans": [(0, 2), (4, 5), (5, 5)], "turn_rewards": [1.0, 2.0, 4.0]}],
+                                     torch.zeros(1, 6, dtype=torch.long), mask)
+    rewards = token_rewards_from_scores(torch.tensor([7.0]), mask)
+    assert turn_placed_rewards(rewards, mask, layout)[0].tolist() == [0, 1, 0, 0, 6, 0]
+    assert per_turn_rewards(rewards, mask, layout).tolist() == [[1, 6, 0]]
+    with pytest.raises(ValueError, match="3 turn spans, 2 turn rewards"):
+        TurnLayout([[(0, 1), (1, 2), (2, 3)]], [[1.0, 2.0]], [[(), (), ()]])
