@@ -23,6 +23,7 @@ import torch
 
 from rlxf.algos.groups import group_stats
 from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_mean, masked_sum, masked_whiten
+from rlxf.algos.turns import TurnLayout
 from rlxf.registry import Registry
 
 
@@ -93,7 +94,7 @@ def compute_advantages(
     baseline_rewards: torch.Tensor | None = None,
     log_probs: torch.Tensor | None = None,
     teacher_log_probs: torch.Tensor | None = None,
-    turns=None,
+    turns: TurnLayout | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns) [B, R] from the estimator named ``cfg.advantage_estimator``.
 
