@@ -19,6 +19,7 @@ SHRINK = ["sft.steps=2", "preference.steps=1", "preference.batch_size=4", "prefe
           "data.eval_size=4", "eval.every=0", "checkpoint.every=0"]
 # recipe -> (extra overrides, the metric of its feature)
 RECIPE_CASES = {
+    "arithmetic_chain.yaml": ([], "reward/steps_correct"),
     "default.yaml": ([], "reward/correct"),
     "dapo.yaml": ([], "sampling/rounds"),
     # DPO scores every training pair under the reference up front: 2-digit sums keep that to ~1000 pairs

@@ -32,6 +32,7 @@ class Environment(Protocol):
 ENV_MODULES = {
     "single_turn": "rlxf.envs.single_turn", "tool_use": "rlxf.envs.tool_use",
     "simulated_user": "rlxf.envs.simulated_user", "openai_agent": "rlxf.envs.openai_agent",
+    "arithmetic_chain": "rlxf.envs.arithmetic_chain",
 }
 ENVS: Registry[Callable[..., Environment]] = Registry("environment", modules=ENV_MODULES)
 
