@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from rlxf.algos import AlgorithmConfig
+from rlxf.checked_config import load_config
 from rlxf.config import OptimConfig
 from rlxf.config_error import ConfigError
 from rlxf.models.lora import apply_lora, merged_state_dict
@@ -163,5 +164,31 @@ def test_mode_adapter_needs_lora_and_an_unknown_mode_is_named(tiny_model, tokeni
     actor = _actor(copy.deepcopy(tiny_model).requires_grad_(True))
     with pytest.raises(ConfigError, match="mode=adapter needs a LoRA policy"):
         actor.export_weights(1, MB, SyncRequest("adapter"))
-    with pytest.raises(ValueError, match="unknown weight_sync mode 'xor'; known: adapter, delta, full"):
-        WeightSyncConfig(mode="xor")
+    with pytest.raises(ConfigError, match="config key 'runtime.weight_sync.mode': unknown weight_sync mode 'xor'; "
+                       "known: adapter, delta, full"):
+        load_config(None, ["runtime.weight_sync.mode=xor"])
+
+
+def test_a_lora_grpo_run_with_adapter_syncs_is_the_full_sync_run(tmp_path, tiny_model_dir):
+    """The loop's own syncs: step 1 sends the base and the adapter, step 2 the adapter alone; every metric
+    but the sync's size is the full-sync run's (the engine decodes with the same merged weights)."""
+    import json
+
+    from rlxf.loops.rl import train_rl
+    from tests.conftest import assert_trains, small_overrides
+
+    rows = {}
+    for mode in ("full", "adapter"):
+        run_dir = tmp_path / mode
+        overrides = [*small_overrides(run_dir, tiny_model_dir, steps=2), "model.lora.r=4", "model.lora.alpha=8",
+                     "runtime.weight_sync.checksum=true", f"runtime.weight_sync.mode={mode}"]
+        train_rl(load_config(None, overrides), write=lambda _: None)
+        rows[mode] = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["weight_sync/checksum_ok"] for r in rows["adapter"][1:]] == [1.0, 1.0]
+    assert rows["adapter"][2]["weight_sync/megabytes"] == pytest.approx(2 * 4 * 1088 * 4 / MB)  # the adapter
+    assert rows["adapter"][1]["weight_sync/megabytes"] > rows["full"][1]["weight_sync/megabytes"]  # base + adapter
+    assert_trains(rows["full"])  # a run with gradients: equal zeros would prove nothing
+    volatile = ("time/", "weight_sync/megabytes", "weight_sync/buckets")
+    for full, adapter in zip(rows["full"], rows["adapter"], strict=True):
+        assert {k: v for k, v in adapter.items() if not k.startswith(volatile)} == pytest.approx(
+            {k: v for k, v in full.items() if not k.startswith(volatile)}, nan_ok=True)

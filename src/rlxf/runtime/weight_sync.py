@@ -83,7 +83,7 @@ def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
 def tensor_digest(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str:
     """A short hash of the tensor's exact bytes (after casting to ``dtype``, the holder's dtype)."""
     t = tensor.detach().to(dtype or tensor.dtype).contiguous().reshape(-1).cpu()
-    return hashlib.blake2b(t.view(torch.uint8).numpy().tobytes(), digest_size=8).hexdigest()
+    return hashlib.blake2b(t.view(torch.uint8).numpy(), digest_size=8).hexdigest()  # hashed in place, no bytes copy
 
 
 def held_weights(engine) -> dict[str, torch.Tensor]:
