@@ -30,7 +30,7 @@ import torch
 from rlxf.config_error import ConfigError
 from rlxf.models.lora import MergedWeights, adapter_parts, is_lora, lora_delta, trainable_base_tensors
 from rlxf.registry import Registry
-from rlxf.runtime.transports.plan import StaleWeightsError
+from rlxf.runtime.transports.plan import StaleWeightsError, tensor_digest
 from rlxf.runtime.transports.source import whole_tensor
 
 WEIGHT_SYNC_MODES: Registry = Registry("weight_sync mode")  # trainer side: mode -> selector
@@ -87,8 +87,6 @@ _SENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def _delta(tensors, model, version, request, checksum) -> Selection:
     if is_lora(model):
         return _adapter(tensors, model, version, request, checksum)
-    from rlxf.runtime.weight_sync import tensor_digest
-
     # Every trainer rank gathers a sharded tensor (full_tensor) to hash it: the ranks call in one order.
     digests = {name: (_dtype_name(t), tensor_digest(whole_tensor(t))) for name, t in tensors.items()}
     sent = _SENT.setdefault(model, {})
@@ -116,8 +114,6 @@ def _adapter(tensors, model, version, request, checksum) -> Selection:
         out = {**MergedWeights(model).templates, **out}
     expected = None
     if checksum:
-        from rlxf.runtime.weight_sync import tensor_digest
-
         merged = MergedWeights(model)
         expected = {name: (_dtype_name(t), tensor_digest(merged[name])) for name, t in merged.templates.items()}
     return Selection(out, SyncHeader("adapter", request.base_version, tuple(out), tuple(adapters), expected))

@@ -15,7 +15,6 @@ to the engine by the ``SyncHeader`` that travels with them.
 
 from __future__ import annotations
 
-import hashlib
 import time
 import weakref
 from collections.abc import Mapping
@@ -25,7 +24,13 @@ import torch
 
 from rlxf.runtime.sync_modes import SyncHeader, SyncRequest, adapter_base_version, apply_payload
 from rlxf.runtime.transports import WEIGHT_TRANSPORTS
-from rlxf.runtime.transports.plan import BucketPlan, StaleWeightsError, plan_buckets, typed_view
+from rlxf.runtime.transports.plan import (
+    BucketPlan,
+    StaleWeightsError,
+    plan_buckets,
+    tensor_digest,
+    typed_view,
+)
 
 
 @dataclass
@@ -78,12 +83,6 @@ def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
             )
         out[name] = packed.buckets[index][offset: offset + numel].view(shape)
     return out
-
-
-def tensor_digest(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str:
-    """A short hash of the tensor's exact bytes (after casting to ``dtype``, the holder's dtype)."""
-    t = tensor.detach().to(dtype or tensor.dtype).contiguous().reshape(-1).cpu()
-    return hashlib.blake2b(t.view(torch.uint8).numpy(), digest_size=8).hexdigest()  # hashed in place, no bytes copy
 
 
 def held_weights(engine) -> dict[str, torch.Tensor]:
