@@ -192,3 +192,19 @@ def test_a_lora_grpo_run_with_adapter_syncs_is_the_full_sync_run(tmp_path, tiny_
     for full, adapter in zip(rows["full"], rows["adapter"], strict=True):
         assert {k: v for k, v in adapter.items() if not k.startswith(volatile)} == pytest.approx(
             {k: v for k, v in full.items() if not k.startswith(volatile)}, nan_ok=True)
+
+
+def test_adapter_syncs_reach_a_rollout_in_a_child_process(tmp_path, tiny_model_dir):
+    """``runtime.kind: process``: the header and the kept base live in the engine's process."""
+    import json
+
+    from rlxf.loops.rl import train_rl
+    from tests.conftest import small_overrides
+
+    overrides = [*small_overrides(tmp_path, tiny_model_dir, steps=3), "model.lora.r=4", "model.lora.alpha=8",
+                 "runtime.kind=process", "runtime.process_roles=[rollout]", "runtime.weight_sync.transport=shared_memory",
+                 "runtime.weight_sync.checksum=true", "runtime.weight_sync.mode=adapter"]
+    train_rl(load_config(None, overrides), write=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["weight_sync/checksum_ok"] for r in rows[1:]] == [1.0, 1.0, 1.0]
+    assert [r["weight_sync/megabytes"] for r in rows[2:]] == pytest.approx([2 * 4 * 1088 * 4 / MB] * 2)
