@@ -152,6 +152,11 @@ class EnvConfig(Section):
     kwargs: dict[str, Any] = Field(default_factory=dict, description="constructor arguments of the environment")
     max_turns: int = Field(4, ge=1, description="policy turns per trajectory")
     max_total_tokens: int = Field(128, ge=1, description="response budget: all policy turns and observations together")
+    keep_kv_cache: bool = Field(True, description="keep each trajectory's KV cache across turns (the torch engine's "
+                                "Llama-family decoder; others re-prefill the transcript every turn)")
+    turn_barrier: bool = Field(False, description="lockstep turns: nobody decodes again until every environment of "
+                               "the turn has answered (false: each trajectory advances when its own one answers)")
+    max_concurrent_steps: int = Field(64, ge=1, description="environment steps running at the same time")
 
 
 class MonitorConfig(Section):

@@ -7,6 +7,7 @@ import torch
 from torch.testing import assert_close
 
 from rlxf.algos import ADVANTAGE_ESTIMATORS, AlgorithmConfig, compute_advantages, token_rewards_from_scores
+from rlxf.algos.advantages import CRITIC_ESTIMATORS
 
 
 def cfg(name="grpo", **overrides):
@@ -130,7 +131,7 @@ def test_every_estimator_finite_zero_outside_mask_and_singletons(estimator):
     torch.manual_seed(0)
     mask = t([[1, 1, 0, 0], [1, 0, 1, 1], [1, 1, 1, 0]])
     rewards = token_rewards_from_scores(t([1.0, 0.0, 0.5]), mask)
-    c = cfg("ppo" if estimator == "gae" else "grpo", advantage_estimator=estimator)
+    c = cfg("ppo" if estimator in CRITIC_ESTIMATORS else "grpo", advantage_estimator=estimator)
     adv, ret = compute_advantages(
         c, rewards, mask, torch.tensor([0, 1, 2]),  # three groups of one
         values=torch.rand(3, 4), baseline_rewards=t([0.0, 0.0, 0.0]),
@@ -138,5 +139,5 @@ def test_every_estimator_finite_zero_outside_mask_and_singletons(estimator):
     )
     assert torch.isfinite(adv).all() and torch.isfinite(ret).all()
     assert (adv[mask == 0] == 0).all() and (ret[mask == 0] == 0).all()
-    if estimator in ("grpo", "rloo"):
+    if estimator in ("grpo", "rloo", "turn_grpo", "gigpo"):
         assert (adv == 0).all()  # a group of one has no baseline

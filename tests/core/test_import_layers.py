@@ -3,7 +3,7 @@
 Layers, top to bottom (a module imports from its own layer or below):
 
     cli, studio, sweep, checked_config -> loops (and ``rlxf.config``) -> roles / eval / envs
-        -> rewards / rollout / train / runtime -> models / data / algos / tracking
+        -> rewards / rollout / serving / train / runtime -> models / data / algos / tracking
         -> batch, registry, awaitables, config_error, errors
 
 ``rlxf.config`` is the assembled config tree and imports no loop; the sections live with the layer
@@ -29,7 +29,7 @@ LAYERS = {
     "cli": 6, "studio": 6, "sweep": 6, "checked_config": 6,
     "loops": 5, "config": 5, "overrides": 5, "config_reference": 5,
     "roles": 4, "eval": 4, "envs": 4,
-    "rewards": 3, "rollout": 3, "train": 3, "runtime": 3,
+    "rewards": 3, "rollout": 3, "serving": 3, "train": 3, "runtime": 3,
     "models": 2, "data": 2, "algos": 2, "tracking": 2,
     "batch": 1, "registry": 1, "awaitables": 1, "config_error": 1, "errors": 1, "": 1,
 }

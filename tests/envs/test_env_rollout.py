@@ -123,6 +123,7 @@ def test_real_engine_sequence_is_concatenation_of_turns(tiny_model, tokenizer):
     from rlxf.rollout.torch_engine import TorchRolloutEngine
 
     engine = TorchRolloutEngine(tiny_model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+    engine.open_turn_sessions = lambda *args, **kwargs: None  # the re-prefill path: one generate() per turn
     calls = []
     original = engine.generate
 

@@ -19,6 +19,7 @@ SHRINK = ["sft.steps=2", "preference.steps=1", "preference.batch_size=4", "prefe
           "data.eval_size=4", "eval.every=0", "checkpoint.every=0"]
 # recipe -> (extra overrides, the metric of its feature)
 RECIPE_CASES = {
+    "arithmetic_chain.yaml": ([], "reward/steps_correct"),
     "default.yaml": ([], "reward/correct"),
     "dapo.yaml": ([], "sampling/rounds"),
     # DPO scores every training pair under the reference up front: 2-digit sums keep that to ~1000 pairs
@@ -30,6 +31,7 @@ RECIPE_CASES = {
                         "data.long_prompts=drop", "train.prompts_per_step=2",
                         "train.mini_batch_size=8"], "reward/pass_fraction"),
     "online_dpo.yaml": ([], "train/tied_prompts"),
+    "openai_agent.yaml": ([], "reward/requests"),  # an agent program behind the OpenAI-compatible endpoint
     "reasoning_gym.yaml": (["rollout.max_new_tokens=16"], "reward/correct"),
     "reward_model.yaml": (["data.task_args.digits=2"], "train/pair_accuracy"),
     "sft.yaml": ([], "eval/accuracy"),

@@ -4,9 +4,11 @@ Per-token tensors are [B, R], aligned with the response tokens (see :mod:`rlxf.b
 the loss mask. See ``docs/algorithms.md`` for the table of algorithms and the aggregation semantics.
 """
 
+from rlxf.algos import turn_advantages  # noqa: F401  (registers turn_grpo, gigpo, turn_gae)
 from rlxf.algos.advantages import (
     ADVANTAGE_ESTIMATORS,
     TEACHER_ESTIMATORS,
+    TURN_ESTIMATORS,
     compute_advantages,
     discounted_returns,
     distillation_reverse_kl,
@@ -38,6 +40,7 @@ from rlxf.algos.preference_losses import (
 from rlxf.algos.presets import PRESETS
 from rlxf.algos.rollout_masks import ROLLOUT_MASKS, rollout_mask_weights
 from rlxf.algos.sft import masked_token_nll
+from rlxf.algos.turns import TurnLayout
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
@@ -48,11 +51,13 @@ __all__ = [
     "PRESETS",
     "ROLLOUT_MASKS",
     "TEACHER_ESTIMATORS",
+    "TURN_ESTIMATORS",
     "AdaptiveKLController",
     "AlgorithmConfig",
     "FixedKLController",
     "LossNormaliser",
     "PreferenceLossConfig",
+    "TurnLayout",
     "aggregate_loss",
     "apply_kl_to_rewards",
     "bradley_terry_loss",

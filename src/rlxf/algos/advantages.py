@@ -23,6 +23,7 @@ import torch
 
 from rlxf.algos.groups import group_stats
 from rlxf.algos.masked import last_token_index, masked_fill_zero, masked_mean, masked_sum, masked_whiten
+from rlxf.algos.turns import TurnLayout
 from rlxf.registry import Registry
 
 
@@ -36,6 +37,8 @@ class AdvantageKnobs(Protocol):
     norm_adv_by_std: bool
     adv_eps: float
     distill_task_coef: float
+    turn_gamma: float
+    step_advantage_weight: float
 
 
 Estimator = Callable[..., tuple[torch.Tensor, torch.Tensor]]
@@ -43,6 +46,11 @@ ADVANTAGE_ESTIMATORS: Registry[Estimator] = Registry("advantage estimator")
 # Estimators that read a teacher's log-probs of the sampled tokens (and the policy's): compute_advantages
 # hands them ``log_probs`` and ``teacher_log_probs``; the loop places a teacher role only for these.
 TEACHER_ESTIMATORS = frozenset({"on_policy_distillation"})
+# Estimators that credit each turn of a multi-turn trajectory (algos/turn_advantages.py): compute_advantages
+# hands them ``turns`` (an algos.turns.TurnLayout; None: every row one turn).
+TURN_ESTIMATORS = frozenset({"turn_grpo", "gigpo", "turn_gae"})
+# Estimators that need critic values (use_critic).
+CRITIC_ESTIMATORS = frozenset({"gae", "turn_gae"})
 
 
 def token_rewards_from_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -86,17 +94,31 @@ def compute_advantages(
     baseline_rewards: torch.Tensor | None = None,
     log_probs: torch.Tensor | None = None,
     teacher_log_probs: torch.Tensor | None = None,
+    turns: TurnLayout | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns) [B, R] from the estimator named ``cfg.advantage_estimator``.
 
     ``log_probs`` / ``teacher_log_probs`` [B, R] (the policy's and the teacher's log-probs of the sampled
-    tokens) reach only the estimators in ``TEACHER_ESTIMATORS``; the others never see them."""
+    tokens) reach only the estimators in ``TEACHER_ESTIMATORS``; ``turns`` (a ``TurnLayout``) only those
+    in ``TURN_ESTIMATORS``; the others never see them."""
     estimator = ADVANTAGE_ESTIMATORS.get(cfg.advantage_estimator)
-    teacher = {}
+    extra = {}
     if cfg.advantage_estimator in TEACHER_ESTIMATORS:
-        teacher = {"log_probs": log_probs, "teacher_log_probs": teacher_log_probs}
+        extra = {"log_probs": log_probs, "teacher_log_probs": teacher_log_probs}
+    if cfg.advantage_estimator in TURN_ESTIMATORS:
+        extra = {"turns": turns}
     with torch.no_grad():
-        return estimator(cfg, token_rewards.float(), mask, group_ids, values, baseline_rewards, **teacher)
+        return estimator(cfg, token_rewards.float(), mask, group_ids, values, baseline_rewards, **extra)
+
+
+def group_relative(cfg: AdvantageKnobs, scores: torch.Tensor, group_ids: torch.Tensor) -> torch.Tensor:
+    """[N] ``(score - group mean) / (group std + eps)`` (no std division without ``norm_adv_by_std``);
+    a group of one gets 0. GRPO's per-row advantage, and the turn estimators' per-(row, turn) one."""
+    _, mean, std, _ = group_stats(scores, group_ids)
+    advantage = scores - mean
+    if cfg.norm_adv_by_std:
+        advantage = advantage / (std + cfg.adv_eps)
+    return advantage
 
 
 def _broadcast(per_row: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -113,7 +135,8 @@ def gae_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards
     advantages are then whitened over the batch's loss tokens (std division iff ``norm_adv_by_std``).
     """
     if values is None:
-        raise ValueError("advantage estimator 'gae' needs critic values (set use_critic and pass values)")
+        raise ValueError(f"advantage estimator {cfg.advantage_estimator!r} needs critic values "
+                         "(set use_critic and pass values)")
     values = values.float()
     keep = mask.bool()
     advantages = torch.zeros_like(token_rewards)
@@ -136,12 +159,7 @@ def group_relative_advantages(cfg, token_rewards, mask, group_ids, values, basel
     Without std (``norm_adv_by_std=False``) this is Dr. GRPO (Liu et al. 2025). A group of one row
     has no baseline: its advantage is 0. Returns equal the advantages.
     """
-    scores = sequence_scores(token_rewards, mask)
-    _, mean, std, _ = group_stats(scores, group_ids)
-    advantage = scores - mean
-    if cfg.norm_adv_by_std:
-        advantage = advantage / (std + cfg.adv_eps)
-    advantages = _broadcast(advantage, mask)
+    advantages = _broadcast(group_relative(cfg, sequence_scores(token_rewards, mask), group_ids), mask)
     return advantages, advantages
 
 

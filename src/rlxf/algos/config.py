@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rlxf.algos.advantages import ADVANTAGE_ESTIMATORS, TEACHER_ESTIMATORS
+from rlxf.algos.advantages import ADVANTAGE_ESTIMATORS, CRITIC_ESTIMATORS, TEACHER_ESTIMATORS, TURN_ESTIMATORS
 from rlxf.algos.aggregation import LOSS_AGGREGATIONS
 from rlxf.algos.kl import KL_ESTIMATORS
 from rlxf.algos.policy_losses import POLICY_LOSSES
@@ -54,6 +54,12 @@ class AlgorithmConfig(BaseModel):
     # Not from a preset (no preset distils): 0 = the teacher's log-ratio alone.
     distill_task_coef: float = Field(0.0, ge=0, description="on_policy_distillation: weight of the task's "
                                      "group-relative score added to the teacher's per-token log-ratio")
+
+    # Not from a preset (no preset credits turns): read by the turn-level estimators only.
+    turn_gamma: float = Field(1.0, ge=0, le=1, description="turn_grpo, gigpo: discount per policy turn of the "
+                              "return-to-go from each turn")
+    step_advantage_weight: float = Field(0.5, ge=0, le=1, description="gigpo: w in (1 - w) * episode advantage "
+                                         "+ w * step-group advantage")
 
     entropy_coef: float = Field(None, description="entropy bonus coefficient (subtracted from the loss)")
 
@@ -109,8 +115,8 @@ class AlgorithmConfig(BaseModel):
             raise ValueError(f"rollout_mask: unknown {ROLLOUT_MASKS.kind} {self.rollout_mask!r}; "
                              f"known: {', '.join(ROLLOUT_MASKS.names())}")
         self._check_rollout_mask()
-        if self.advantage_estimator == "gae" and not self.use_critic:
-            raise ValueError("advantage_estimator 'gae' needs a critic: set use_critic=True")
+        if self.advantage_estimator in CRITIC_ESTIMATORS and not self.use_critic:
+            raise ValueError(f"advantage_estimator {self.advantage_estimator!r} needs a critic: set use_critic=True")
         if self.kl_target is not None and self.kl_coef <= 0:
             raise ValueError("kl_target (adaptive KL) needs kl_coef > 0 as its starting value")
         return self
@@ -135,6 +141,11 @@ class AlgorithmConfig(BaseModel):
     def uses_teacher(self) -> bool:
         """The estimator reads a teacher model's log-probs (``model.teacher_path``)."""
         return self.advantage_estimator in TEACHER_ESTIMATORS
+
+    @property
+    def uses_turns(self) -> bool:
+        """The estimator credits each turn: the loop hands it the rollout's turn layout."""
+        return self.advantage_estimator in TURN_ESTIMATORS
 
     @property
     def uses_reference(self) -> bool:

@@ -24,7 +24,7 @@ TASK_MODULES = {
     "preference_file": "rlxf.data.preferences", "file": "rlxf.data.files", "humaneval": "rlxf.data.humaneval",
     "tool_arithmetic": "rlxf.data.tool_arithmetic", "reasoning_gym": "rlxf.data.reasoning_gym",
     "repeat": "rlxf.data.repeat", "arithmetic_judge": "rlxf.data.judge_task",
-    "preference_judge": "rlxf.data.judge_preferences",
+    "preference_judge": "rlxf.data.judge_preferences", "arithmetic_chain": "rlxf.data.arithmetic_chain",
 }
 TASKS: Registry = Registry("task", modules=TASK_MODULES)
 

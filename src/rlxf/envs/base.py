@@ -31,15 +31,22 @@ class Environment(Protocol):
 # name -> module that registers it, imported on first use
 ENV_MODULES = {
     "single_turn": "rlxf.envs.single_turn", "tool_use": "rlxf.envs.tool_use",
-    "simulated_user": "rlxf.envs.simulated_user",
+    "simulated_user": "rlxf.envs.simulated_user", "openai_agent": "rlxf.envs.openai_agent",
+    "arithmetic_chain": "rlxf.envs.arithmetic_chain",
 }
 ENVS: Registry[Callable[..., Environment]] = Registry("environment", modules=ENV_MODULES)
 
 
-def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
-    """A zero-argument constructor: a registered name or a dotted path ``module:Class``."""
+def env_class(name: str) -> Callable[..., Environment]:
+    """A registered name or a dotted path ``module:Class``. A class with ``rollout_role`` (``module:Class``)
+    drives its own rollout (e.g. ``openai_agent``); the others take turns in ``roles/env_rollout.py``."""
     from rlxf.rewards.registry import import_object
 
-    cls = ENVS.get(name) if name in ENVS.names() else import_object(name)
+    return ENVS.get(name) if name in ENVS.names() else import_object(name)
+
+
+def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
+    """A zero-argument constructor: a registered name or a dotted path ``module:Class``."""
+    cls = env_class(name)
     kwargs = dict(kwargs or {})
     return lambda: cls(**kwargs)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from functools import partial
 
 from rlxf.algos import (
+    TurnLayout,
     apply_kl_to_rewards,
     compute_advantages,
     distillation_reverse_kl,
@@ -104,6 +105,7 @@ def train_on_batch(session: RLSession, batch: TrajectoryBatch, timer: StageTimer
             algo, token_rewards, mask, batch.group_ids.to(mask.device), values=batch.values,
             baseline_rewards=batch.baseline_rewards, log_probs=student_log_probs,
             teacher_log_probs=batch.teacher_log_probs,
+            turns=TurnLayout.from_rollout(batch.metadata, batch.response_ids, mask) if algo.uses_turns else None,
         )
         metrics.update(filter_overlong(algo, batch))
     with timer("train"):

@@ -103,9 +103,13 @@ def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> Rol
         config.rollout.engine_options,
     )
     if config.env.name:  # multi-turn: an environment answers each policy turn (roles/env_rollout.py)
+        from rlxf.envs.base import env_class
+        from rlxf.rewards.registry import import_object
         from rlxf.roles.env_rollout import EnvRolloutRole
 
-        return EnvRolloutRole(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens, config.env)
+        own = getattr(env_class(config.env.name), "rollout_role", None)  # e.g. openai_agent: agents drive
+        role_cls = import_object(own) if own else EnvRolloutRole
+        return role_cls(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens, config.env)
     return RolloutRole(engine, tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
 
 

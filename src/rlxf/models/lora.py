@@ -84,7 +84,7 @@ class MergedWeights(Mapping[str, torch.Tensor]):
         layer = self._layers.get(name)
         for adapter in layer.active_adapters if layer is not None else ():
             if adapter in layer.lora_A:
-                value = value + layer.get_delta_weight(adapter).to(value.dtype)
+                value = value + _layer_delta(layer, adapter).to(value.dtype)
         return value
 
     def __iter__(self) -> Iterator[str]:
@@ -92,6 +92,56 @@ class MergedWeights(Mapping[str, torch.Tensor]):
 
     def __len__(self) -> int:
         return len(self.templates)
+
+
+def lora_delta(weight_a: torch.Tensor, weight_b: torch.Tensor, scale: float) -> torch.Tensor:
+    """``scale * B @ A`` as peft computes it for a plain ``Linear`` adapter (16-bit weights on CPU multiply
+    in fp32). The trainer's merged weights and an engine merging a synced adapter (runtime/sync_modes.py)
+    both call this one function, so on one device type they agree bit for bit."""
+    dtype = weight_b.dtype
+    if weight_b.device.type == "cpu" and dtype in (torch.float16, torch.bfloat16):
+        weight_a, weight_b = weight_a.float(), weight_b.float()
+    return ((weight_b @ weight_a) * scale).to(dtype)
+
+
+def _is_plain(layer, adapter: str) -> bool:
+    return not getattr(layer, "fan_in_fan_out", False) and not getattr(layer, "use_dora", {}).get(adapter, False) \
+        and isinstance(layer.lora_A[adapter], torch.nn.Linear)
+
+
+def _layer_delta(layer, adapter: str) -> torch.Tensor:
+    if _is_plain(layer, adapter):
+        weight_a, weight_b = layer.lora_A[adapter].weight, layer.lora_B[adapter].weight
+        return lora_delta(weight_a, weight_b, layer.scaling[adapter])
+    return layer.get_delta_weight(adapter)  # DoRA, Conv1D (fan_in_fan_out): peft's own
+
+
+def adapter_parts(model: torch.nn.Module) -> dict[str, tuple[torch.Tensor, torch.Tensor, float]]:
+    """base weight name -> (A, B, scale) of its one active plain adapter: what an adapter-only weight sync
+    sends. One active adapter per layer, no DoRA, no ``fan_in_fan_out`` (their merge is not ``B @ A``)."""
+    from peft.tuners.lora import LoraLayer
+
+    parts = {}
+    for name, layer in model.get_base_model().named_modules():
+        if not isinstance(layer, LoraLayer):
+            continue
+        active = [a for a in layer.active_adapters if a in layer.lora_A]
+        if len(active) != 1 or not _is_plain(layer, active[0]):
+            raise ConfigError(
+                f"runtime.weight_sync.mode: an adapter-only sync needs one plain LoRA adapter per layer; {name} has "
+                f"{active} (DoRA or fan_in_fan_out layers merge otherwise): use mode full"
+            )
+        adapter = active[0]
+        parts[f"{name}.weight"] = (layer.lora_A[adapter].weight, layer.lora_B[adapter].weight,
+                                   float(layer.scaling[adapter]))
+    return parts
+
+
+def trainable_base_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Trainable parameters outside the adapters, under the base model's names (an adapter-only sync
+    sends them whole)."""
+    return {key.replace(BASE_LAYER, "."): p for key, p in model.get_base_model().named_parameters()
+            if p.requires_grad and ".lora_" not in key}
 
 
 def merged_state_dict(model: torch.nn.Module) -> MergedWeights:

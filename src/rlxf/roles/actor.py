@@ -10,6 +10,7 @@ from rlxf.algos import AlgorithmConfig, LossNormaliser, policy_loss
 from rlxf.batch import TrajectoryBatch
 from rlxf.models.lora import is_lora, merged_state_dict, save_lora_checkpoint
 from rlxf.models.saving import save_model
+from rlxf.runtime.sync_modes import SyncRequest, select_weights
 from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
@@ -45,13 +46,16 @@ class ActorRole:
         """The weights rollout engines decode with (with LoRA: merged, under the base model's names)."""
         return merged_state_dict(self.model) if is_lora(self.model) else self.engine.full_state_dict()
 
-    def export_weights(self, version: int, bucket_bytes: int) -> WeightBuckets:
-        """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py)."""
-        return pack_weights(self.state_dict(), version, bucket_bytes)
+    def export_weights(self, version: int, bucket_bytes: int, request: SyncRequest | None = None,
+                       checksum: bool = False) -> WeightBuckets:
+        """The policy's weights in a few flat buckets, tagged ``version`` (runtime/weight_sync.py); with a
+        ``request`` only what it needs (runtime/sync_modes.py: a delta, a LoRA adapter)."""
+        selection = select_weights(self.state_dict(), self.model, version, request, checksum)
+        return pack_weights(selection.tensors, version, bucket_bytes, selection.header)
 
-    def send_weights(self, version: int, channel):
+    def send_weights(self, version: int, channel, request: SyncRequest | None = None):
         """Send the weights over ``channel``'s transport (runtime/transports/); every trainer rank calls it."""
-        return endpoint(channel, "Sender").send(self.engine, version)
+        return endpoint(channel, "Sender").send(self.engine, version, request)
 
     def save_checkpoint(self, out_dir: Path) -> None:
         """``policy/`` (loads with AutoModelForCausalLM; with LoRA merged, plus ``policy_adapter/``) and

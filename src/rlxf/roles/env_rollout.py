@@ -11,20 +11,30 @@ response (all turns and observations) reaches ``max_total_tokens``; ``truncated`
 Metadata per row: the row's fields, ``stopped`` (ended by the environment), ``turn_rewards`` (one per
 policy turn), ``env_reward`` (their sum), ``env_components`` (the last step's ``info["components"]``),
 ``turns``, and ``turn_spans`` (``[start, end)`` response positions of each policy turn).
+
+No turn barrier (``env.turn_barrier: false``): each trajectory advances when its own environment
+answers; its ``step`` runs as a task (``env.max_concurrent_steps`` at a time) while the engine decodes
+whoever is ready, so a slow tool call delays only its own trajectory. The engine's turn decoding
+(``rollout/turn_decoding.py``) keeps each trajectory's KV cache across turns where it can
+(``env.keep_kv_cache``, the torch engine's Llama-family decoder: ``rollout/turn_sessions.py``), so a turn
+prefills only its new tokens; elsewhere each turn re-prefills the transcript. A synchronous ``step``
+runs on the event loop (it holds everything up while it runs): write slow tools as ``async def``.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 import torch
 
-from rlxf.awaitables import gather
+from rlxf.awaitables import gather, maybe_await, run_coroutine
 from rlxf.batch import TrajectoryBatch, left_pad
 from rlxf.data.prompt_tokens import encode_prompts
 from rlxf.envs.base import Environment, Observation, env_factory
 from rlxf.roles.rollout import RolloutRole
 from rlxf.rollout.sampling import SamplingParams
+from rlxf.rollout.turn_decoding import GenerateTurns, TurnDecoding
 
 
 @dataclass
@@ -35,19 +45,22 @@ class Trajectory:
     prompt: list[int] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)  # the response: policy turns and observations
     log_probs: list[float] = field(default_factory=list)
+    versions: list[int] = field(default_factory=list)  # policy version of each token (0 on observations)
     loss_mask: list[int] = field(default_factory=list)
     turn_spans: list[tuple[int, int]] = field(default_factory=list)
     turn_rewards: list[float] = field(default_factory=list)
     components: dict = field(default_factory=dict)
     done: bool = False
     env_done: bool = False
+    key: int = 0  # the trajectory's index in the batch
 
-    def append(self, ids: list[int], log_probs: list[float] | None) -> None:
-        """Policy tokens (with their log-probs) or observation tokens (``log_probs=None``)."""
+    def append(self, ids: list[int], log_probs: list[float] | None, versions: list[int] | None = None) -> None:
+        """Policy tokens (with their log-probs and versions) or observation tokens (``log_probs=None``)."""
         if log_probs is not None:
             self.turn_spans.append((len(self.tokens), len(self.tokens) + len(ids)))
         self.tokens += ids
         self.log_probs += log_probs if log_probs is not None else [0.0] * len(ids)
+        self.versions += versions if log_probs is not None else [0] * len(ids)
         self.loss_mask += [int(log_probs is not None)] * len(ids)
 
 
@@ -57,6 +70,9 @@ class EnvRolloutRole(RolloutRole):
         self.make_env = env_factory(env_config.name, env_config.kwargs)
         self.max_turns = env_config.max_turns
         self.max_total_tokens = env_config.max_total_tokens
+        self.keep_kv_cache = getattr(env_config, "keep_kv_cache", True)
+        self.turn_barrier = getattr(env_config, "turn_barrier", False)
+        self.max_concurrent_steps = getattr(env_config, "max_concurrent_steps", 64)
 
     def encode_observation(self, observation: Observation) -> list[int]:
         if not observation:
@@ -73,49 +89,73 @@ class EnvRolloutRole(RolloutRole):
             if len(t.prompt) > self.max_prompt_tokens:
                 raise ValueError(f"first observation of {len(t.prompt)} tokens exceeds data.max_prompt_tokens")
 
-    def _policy_turn(self, active: list[Trajectory], params: SamplingParams, generator) -> list[str]:
-        room = max(self.max_total_tokens - len(t.tokens) for t in active)
-        turn_params = SamplingParams(
-            n=1, temperature=params.temperature, top_p=params.top_p, top_k=params.top_k,
-            max_new_tokens=min(params.max_new_tokens, room),
-        )
-        gen = self.engine.generate([t.prompt + t.tokens for t in active], turn_params, generator)
-        actions = []
-        for row, t in enumerate(active):
-            length = min(int(gen.response_mask[row].sum()), self.max_total_tokens - len(t.tokens))
-            ids = gen.response_ids[row, :length].tolist()
-            t.append(ids, gen.log_probs[row, :length].tolist())
-            actions.append(self.tokenizer.decode(ids, skip_special_tokens=True))
-        return actions
+    def _budget(self, t: Trajectory, params: SamplingParams) -> int:
+        return min(params.max_new_tokens, self.max_total_tokens - len(t.tokens))
 
-    def _environment_turn(self, active: list[Trajectory], actions: list[str], last_turn: bool) -> None:
-        results = gather(t.env.step(action) for t, action in zip(active, actions))
-        for t, (observation, reward, done, info) in zip(active, results):
-            t.turn_rewards.append(float(reward))
-            t.components = dict((info or {}).get("components", t.components))
-            t.env_done = bool(done)
-            t.done = t.env_done or last_turn
-            if not t.done:
-                obs_ids = self.encode_observation(observation)
-                t.append(obs_ids[: max(0, self.max_total_tokens - len(t.tokens))], None)
-                t.done = len(t.tokens) >= self.max_total_tokens
+    def _turn_decoding(self, params: SamplingParams) -> TurnDecoding:
+        """The engine's turn sessions (KV caches kept across turns) where it has them, else re-prefill."""
+        open_sessions = getattr(self.engine, "open_turn_sessions", None)
+        sessions = open_sessions(params, keep_cache=self.keep_kv_cache) if open_sessions is not None else None
+        return sessions if sessions is not None else GenerateTurns(self.engine, params)
+
+    async def _environment_turn(self, t: Trajectory, action: str, limit: asyncio.Semaphore,
+                                turns: TurnDecoding, ready: list[Trajectory]) -> None:
+        async with limit:
+            observation, reward, done, info = await maybe_await(t.env.step(action))
+        t.turn_rewards.append(float(reward))
+        t.components = dict((info or {}).get("components", t.components))
+        t.env_done = bool(done)
+        t.done = t.env_done or len(t.turn_spans) >= self.max_turns
+        if not t.done:
+            obs_ids = self.encode_observation(observation)[: max(0, self.max_total_tokens - len(t.tokens))]
+            t.append(obs_ids, None)
+            t.done = len(t.tokens) >= self.max_total_tokens
+            turns.append(t.key, obs_ids)
+        if t.done:
+            turns.close(t.key)
+        else:
+            ready.append(t)
+
+    async def _run(self, trajectories: list[Trajectory], params: SamplingParams, generator) -> None:
+        """Every trajectory advances when its own environment answers: the ready ones join the engine's
+        decoding (between any two decode steps where the engine batches continuously), a turn that ends
+        starts its environment's ``step`` at once (at most ``max_concurrent_steps`` at a time), and the
+        engine keeps decoding the others meanwhile. ``turn_barrier`` restores lockstep turns: nobody
+        joins until every environment has answered and every turn has ended."""
+        turns = self.last_turns = self._turn_decoding(params)  # kept for its counters (``prefilled``)
+        limit = asyncio.Semaphore(self.max_concurrent_steps)
+        ready, stepping = list(trajectories), set()
+        for t in trajectories:
+            turns.open(t.key, t.prompt)
+        while ready or stepping or turns.busy:
+            if ready and not (self.turn_barrier and (stepping or turns.busy)):
+                for t in sorted(ready, key=lambda t: t.key):  # a fixed order: the same noise for the same rows
+                    turns.join(t.key, self._budget(t, params))
+                ready.clear()
+            if turns.busy:
+                for out in turns.advance(generator):
+                    t = trajectories[out.key]
+                    t.append(out.ids, out.log_probs, out.versions)
+                    action = self.tokenizer.decode(out.ids, skip_special_tokens=True)
+                    stepping.add(asyncio.create_task(self._environment_turn(t, action, limit, turns, ready)))
+                await asyncio.sleep(0)  # the environments run while the engine is between decode steps
+            elif stepping:
+                await asyncio.wait(stepping, return_when=asyncio.FIRST_COMPLETED)
+            for task in [task for task in stepping if task.done()]:
+                stepping.discard(task)
+                task.result()  # an environment that raised stops the rollout with its error
 
     def generate(
         self, rows: list[dict], params: SamplingParams, generator: torch.Generator | None = None,
         first_group: int = 0,
     ) -> TrajectoryBatch:
-        trajectories = [Trajectory(row, i, self.make_env()) for i, row in enumerate(rows) for _ in range(params.n)]
+        samples = [(i, row) for i, row in enumerate(rows) for _ in range(params.n)]
+        trajectories = [Trajectory(row, i, self.make_env(), key=key) for key, (i, row) in enumerate(samples)]
         self._first_prompts(trajectories)
-        version = self.engine.version
-        for turn in range(self.max_turns):
-            active = [t for t in trajectories if not t.done]
-            if not active:
-                break
-            actions = self._policy_turn(active, params, generator)
-            self._environment_turn(active, actions, last_turn=turn == self.max_turns - 1)
-        return self._to_batch(trajectories, first_group, version)
+        run_coroutine(self._run(trajectories, params, generator))
+        return self._to_batch(trajectories, first_group)
 
-    def _to_batch(self, trajectories: list[Trajectory], first_group: int, version: int) -> TrajectoryBatch:
+    def _to_batch(self, trajectories: list[Trajectory], first_group: int) -> TrajectoryBatch:
         pad = self.tokenizer.pad_token_id
         prompt_ids, prompt_mask = left_pad([t.prompt for t in trajectories], pad, torch.device("cpu"))
         width = max(1, max(len(t.tokens) for t in trajectories))
@@ -137,7 +177,7 @@ class EnvRolloutRole(RolloutRole):
             response_mask=response_mask, loss_mask=loss_mask,
             group_ids=torch.tensor([t.group for t in trajectories]) + first_group,
             rollout_log_probs=right_pad([t.log_probs for t in trajectories], 0.0, torch.float32),
-            policy_version=loss_mask * version,
+            policy_version=right_pad([t.versions for t in trajectories], 0, torch.long),
             truncated=torch.tensor([not t.env_done for t in trajectories]),
             metadata=metadata,
         )

@@ -24,6 +24,7 @@ from rlxf.rollout.generation import Generation, response_mask_from_lengths
 from rlxf.rollout.interruptible import InterruptibleGeneration
 from rlxf.rollout.sampling import SamplingParams, sample_tokens
 from rlxf.rollout.stops import is_stop, stop_ids_tensor
+from rlxf.rollout.turn_sessions import TurnSessions
 
 
 def decode_dtype(name: str) -> torch.dtype:
@@ -69,6 +70,13 @@ class TorchRolloutEngine:
     def start_interruptible(self, params: SamplingParams) -> InterruptibleGeneration:
         """An empty pausable generation over this engine's decoder (``loop: rl_async``'s producer)."""
         return InterruptibleGeneration(self.decoder, [], params, self.version, self.eos_id, self.pad_id, self.device)
+
+    def open_turn_sessions(self, params: SamplingParams, keep_cache: bool = True) -> TurnSessions | None:
+        """Multi-turn decoding with per-trajectory KV caches kept across turns and continuous batching
+        (``turn_sessions.py``); None where the decoder cannot prefill over a kept cache (``HFDecoder``)."""
+        if not hasattr(self.decoder, "extend_with_past"):
+            return None
+        return TurnSessions(self, params, keep_cache)
 
     # no_grad, not inference_mode: the returned ids and log-probs feed autograd-tracked training.
     @torch.no_grad()

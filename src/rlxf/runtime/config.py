@@ -34,6 +34,17 @@ class WeightSyncConfig(_Section):
     transport: str = Field("object_store", description="object_store | shared_memory (one machine) | collective "
                            "(gloo / NCCL)")
     timeout_s: float = Field(600.0, gt=0, description="collective: how long a member waits for the others")
+    mode: str = Field("full", description="full (every weight) | delta (the tensors changed since the engine's "
+                      "version; under LoRA: adapter) | adapter (LoRA: the adapter alone, merged by the engine)")
+
+    @field_validator("mode")
+    @classmethod
+    def _known_mode(cls, name: str) -> str:
+        from rlxf.runtime.sync_modes import WEIGHT_SYNC_MODES
+
+        if name not in WEIGHT_SYNC_MODES.names():
+            raise ValueError(f"unknown weight_sync mode {name!r}; known: {', '.join(WEIGHT_SYNC_MODES.names())}")
+        return name
 
     @field_validator("transport")
     @classmethod

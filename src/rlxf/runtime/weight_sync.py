@@ -8,12 +8,13 @@ are compared with the trainer's (``check_report``, on the engine's side of the c
 buckets are): an engine that silently kept old weights is caught. On Ray the buckets go from the
 trainer's actor to the engine's through the object store, not through the driver; other transports
 (``runtime.weight_sync.transport``: shared memory, a collective broadcast) are in ``runtime/transports/``
-and end in the same ``load_and_verify``.
+and end in the same ``load_and_verify``. What goes in the buckets (every weight, the tensors changed since
+the engine's version, or a LoRA adapter: ``runtime.weight_sync.mode``) is ``runtime/sync_modes.py``'s, told
+to the engine by the ``SyncHeader`` that travels with them.
 """
 
 from __future__ import annotations
 
-import hashlib
 import time
 import weakref
 from collections.abc import Mapping
@@ -21,8 +22,15 @@ from dataclasses import dataclass, field
 
 import torch
 
+from rlxf.runtime.sync_modes import SyncHeader, SyncRequest, adapter_base_version, apply_payload
 from rlxf.runtime.transports import WEIGHT_TRANSPORTS
-from rlxf.runtime.transports.plan import BucketPlan, StaleWeightsError, plan_buckets, typed_view
+from rlxf.runtime.transports.plan import (
+    BucketPlan,
+    StaleWeightsError,
+    plan_buckets,
+    tensor_digest,
+    typed_view,
+)
 
 
 @dataclass
@@ -31,13 +39,15 @@ class WeightBuckets:
     buckets: list[torch.Tensor]
     # name -> (bucket index, offset in elements, shape)
     layout: dict[str, tuple[int, int, tuple[int, ...]]] = field(default_factory=dict)
+    header: SyncHeader = field(default_factory=SyncHeader)
 
     @property
     def num_bytes(self) -> int:
         return sum(b.numel() * b.element_size() for b in self.buckets)
 
 
-def pack_weights(state_dict: Mapping[str, torch.Tensor], version: int, bucket_bytes: int) -> WeightBuckets:
+def pack_weights(state_dict: Mapping[str, torch.Tensor], version: int, bucket_bytes: int,
+                 header: SyncHeader | None = None) -> WeightBuckets:
     """Each bucket is allocated once and filled tensor by tensor, so a lazily computed ``state_dict``
     (LoRA's merged weights, planned from its ``templates``) holds one computed tensor at a time."""
     plan = plan_buckets(state_dict, bucket_bytes)
@@ -49,12 +59,14 @@ def pack_weights(state_dict: Mapping[str, torch.Tensor], version: int, bucket_by
             _, offset, shape = plan.layout[name]
             bucket[offset: offset + torch.Size(shape).numel()].copy_(state_dict[name].detach().reshape(-1))
         buckets.append(bucket)
-    return WeightBuckets(version=version, buckets=buckets, layout=dict(plan.layout))
+    return WeightBuckets(version=version, buckets=buckets, layout=dict(plan.layout), header=header or SyncHeader())
 
 
-def as_weight_buckets(plan: BucketPlan, buffers: list[torch.Tensor], version: int) -> WeightBuckets:
+def as_weight_buckets(plan: BucketPlan, buffers: list[torch.Tensor], version: int,
+                      header: SyncHeader | None = None) -> WeightBuckets:
     """Received byte buffers (``transports/plan.py``) as ``WeightBuckets`` of views, for ``load_and_verify``."""
-    return WeightBuckets(version, [typed_view(plan, i, b) for i, b in enumerate(buffers)], dict(plan.layout))
+    return WeightBuckets(version, [typed_view(plan, i, b) for i, b in enumerate(buffers)], dict(plan.layout),
+                         header or SyncHeader())
 
 
 def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
@@ -71,12 +83,6 @@ def unpack_weights(packed: WeightBuckets) -> dict[str, torch.Tensor]:
             )
         out[name] = packed.buckets[index][offset: offset + numel].view(shape)
     return out
-
-
-def tensor_digest(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str:
-    """A short hash of the tensor's exact bytes (after casting to ``dtype``, the holder's dtype)."""
-    t = tensor.detach().to(dtype or tensor.dtype).contiguous().reshape(-1).cpu()
-    return hashlib.blake2b(t.view(torch.uint8).numpy().tobytes(), digest_size=8).hexdigest()
 
 
 def held_weights(engine) -> dict[str, torch.Tensor]:
@@ -102,16 +108,23 @@ def engine_report(engine, with_digests: bool) -> dict:
     return report
 
 
-def check_report(packed: WeightBuckets, report: dict, role: str = "rollout") -> None:
+def check_report(packed: WeightBuckets, report: dict, role: str = "rollout",
+                 reference: Mapping[str, torch.Tensor] | None = None) -> None:
+    """``reference``: what the engine should hold under the names it loaded (default: what was sent). A
+    delta or adapter header brings the trainer's digests of every weight (``expected``): the reference is
+    checked against them (a wrong base, a wrong merge, a torn tensor), and a held tensor the update did
+    not touch against its expected digest (where the engine holds the trainer's dtype; else it cannot be)."""
     if report["version"] != packed.version:
         raise StaleWeightsError(f"{role} engine holds policy version {report['version']}, trainer sent {packed.version}")
     digests = report.get("digests")
     if digests is None:
         return
-    sent = unpack_weights(packed)
-    stale = [
+    sent = unpack_weights(packed) if reference is None else reference
+    expected = packed.header.expected or {}
+    stale = [name for name, t in sent.items() if name in expected and tensor_digest(t) != expected[name][1]]
+    stale += [
         name for name, (dtype, digest) in digests.items()
-        if name not in sent or tensor_digest(sent[name], getattr(torch, dtype)) != digest
+        if not _holds(name, dtype, digest, sent, expected)
     ]
     if stale:
         raise StaleWeightsError(
@@ -120,27 +133,40 @@ def check_report(packed: WeightBuckets, report: dict, role: str = "rollout") -> 
         )
 
 
-def exported_weights(actor, version: int, bucket_bytes: int):
+def _holds(name: str, dtype: str, digest: str, sent: Mapping[str, torch.Tensor],
+           expected: dict[str, tuple[str, str]]) -> bool:
+    if name in sent:
+        return tensor_digest(sent[name], getattr(torch, dtype)) == digest
+    if name in expected:
+        return expected[name][0] != dtype or expected[name][1] == digest
+    return False
+
+
+def exported_weights(actor, version: int, bucket_bytes: int, *request_and_checksum):
     """The trainer's packed weights, ready to hand to an engine. A Ray actor's stay in the object
-    store (``RoleProxy.defer``), so the engine's actor fetches them straight from the trainer's."""
+    store (``RoleProxy.defer``), so the engine's actor fetches them straight from the trainer's.
+    Optional: the ``SyncRequest`` and the checksum flag (``runtime/sync_modes.py``)."""
     defer = getattr(type(actor), "defer", None)
     if defer is not None:
-        return defer(actor, "export_weights", version, bucket_bytes)
-    return actor.export_weights(version, bucket_bytes)
+        return defer(actor, "export_weights", version, bucket_bytes, *request_and_checksum)
+    return actor.export_weights(version, bucket_bytes, *request_and_checksum)
 
 
 def load_and_verify(engine, packed: WeightBuckets, with_digests: bool) -> dict:
-    """Engine side of a sync: load, then check the engine's own report (version, and with
-    ``with_digests`` what it actually holds) against what was sent; returns the report + sizes."""
-    engine.update_weights(unpack_weights(packed), packed.version)
+    """Engine side of a sync: load (as the header's kind says), then check the engine's own report
+    (version, and with ``with_digests`` what it actually holds) against what was sent; returns the
+    report + sizes, and what the engine now holds for the next sync's request."""
+    reference = apply_payload(engine, packed.header, unpack_weights(packed), packed.version)
     report = engine_report(engine, with_digests)
-    check_report(packed, report)
+    check_report(packed, report, reference=reference)
     return {"version": report["version"], "buckets": len(packed.buckets), "num_bytes": packed.num_bytes,
-            "checksum_ok": with_digests}
+            "checksum_ok": with_digests, "kind": packed.header.kind, "adapter_base": adapter_base_version(engine)}
 
 
 # trainer handle -> its driver-side transport (a collective's rendezvous store lives as long as the trainer)
 _TRANSPORTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# trainer handle -> (the rollout handle, what its engine holds after the last sync that succeeded)
+_HELD: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def transport_for(actor, cfg):
@@ -151,11 +177,25 @@ def transport_for(actor, cfg):
     return transport
 
 
+def sync_request(actor, rollout, mode: str) -> SyncRequest:
+    """What to ask the trainer for: ``mode`` against what this engine is known to hold (nothing known after a
+    failed sync, for another engine, or at start: a self-contained sync)."""
+    held = _HELD.get(actor)
+    if mode == "full" or held is None or held[0] is not rollout:
+        return SyncRequest(mode)
+    report = held[1]
+    base = report["adapter_base"] if report.get("kind") == "adapter" else report["version"]
+    return SyncRequest(mode, base)
+
+
 def sync_weights(actor, rollout, version: int, cfg) -> dict[str, float]:
     """Trainer -> engine over ``cfg.transport``; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*``
     metrics and ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
     start = time.perf_counter()
-    report = transport_for(actor, cfg).sync(actor, rollout, version)
+    request = sync_request(actor, rollout, cfg.mode)
+    _HELD.pop(actor, None)  # a sync that fails leaves the engine's state unknown
+    report = transport_for(actor, cfg).sync(actor, rollout, version, request)
+    _HELD[actor] = (rollout, report)
     metrics = {
         "time/weight_sync_seconds": time.perf_counter() - start,
         "weight_sync/buckets": float(report["buckets"]),

@@ -36,6 +36,7 @@ from torch import Tensor
 from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
 from rlxf.rollout.decoders.kv_cohort import KVCohort, cohort_logits, split_rows
+from rlxf.rollout.decoders.llama_past import prefill_with_past, row_cache
 
 __all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
 
@@ -315,6 +316,18 @@ class LlamaDecoder:
             logits = logits.index_select(0, expand)
         self.cohorts.append(cohort)
         return logits
+
+    @torch.inference_mode()
+    def extend_with_past(self, pasts: list[Tensor | None], new_ids: list[list[int]], max_new_tokens: int) -> Tensor:
+        """Add rows that continue cached sequences (``llama_past.py``: ``pasts[i]`` from :meth:`row_cache`, or
+        None) as a cohort of their own after the running rows (or as the only one); returns their logits."""
+        cohort, logits = prefill_with_past(self, pasts, new_ids, max_new_tokens)
+        self.cohorts = [c for c in self.cohorts if c.rows] + [cohort]
+        return logits
+
+    def row_cache(self, row: int) -> Tensor:
+        """A copy of the caller's ``row``'s filled K/V (its past for :meth:`extend_with_past`)."""
+        return row_cache(self.cohorts, row)
 
     def _prefill(self, input_ids: Tensor, attention_mask: Tensor, max_new_tokens: int) -> tuple[KVCohort, Tensor]:
         dev = self.device

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.distributed as dist
 
+from rlxf.runtime.sync_modes import SyncRequest, select_weights
 from rlxf.runtime.transports import WEIGHT_TRANSPORTS, Channel
 from rlxf.runtime.transports.plan import (
     BucketPlan,
@@ -78,8 +79,9 @@ class Sender:
         self.group: WeightGroup | None = None
         self.staging: list[torch.Tensor] = []
 
-    def send(self, engine, version: int) -> None:
-        tensors = trainer_tensors(engine)
+    def send(self, engine, version: int, request: SyncRequest | None = None) -> None:
+        selection = select_weights(trainer_tensors(engine), engine.model, version, request, self.channel.checksum)
+        tensors = selection.tensors
         plan = plan_buckets(tensors, self.channel.bucket_bytes)
         if not is_sending_rank():  # the other trainer ranks only take part in the gathers
             for spec in plan.buckets:
@@ -87,8 +89,8 @@ class Sender:
             return None
         if self.group is None:
             self.group = WeightGroup(self.channel, _device())
-        self.group.broadcast_object((version, plan))
-        largest = max(spec.buffer_bytes for spec in plan.buckets)
+        self.group.broadcast_object((version, plan, selection.header))
+        largest = max((spec.buffer_bytes for spec in plan.buckets), default=0)
         if not self.staging or self.staging[0].numel() < largest:
             self.staging = [torch.empty(largest, dtype=torch.uint8, device=self.group.device) for _ in range(2)]
         in_flight: list = [None, None]
@@ -136,7 +138,7 @@ class Receiver:
             )
         if self.group is None:
             self.group = WeightGroup(self.channel, _device())
-        version, plan = self.group.broadcast_object()
+        version, plan, header = self.group.broadcast_object()
         if plan != self.plan:
             self.plan = plan
             self.buffers = [torch.empty(s.buffer_bytes, dtype=torch.uint8, device=self.group.device) for s in plan.buckets]
@@ -144,7 +146,7 @@ class Receiver:
             work.wait()
         _, digests = self.group.broadcast_object()
         check_stamps(plan, self.buffers, version, digests, "collective")
-        return load_and_verify(engine, as_weight_buckets(plan, self.buffers, version), checksum)
+        return load_and_verify(engine, as_weight_buckets(plan, self.buffers, version, header), checksum)
 
 
 def driver_host() -> str:
@@ -175,7 +177,7 @@ class CollectiveTransport:
         self.receiver = replace(self.sender, rank=1)
         self.syncs = 0
 
-    def sync(self, actor, rollout, version: int) -> dict:
+    def sync(self, actor, rollout, version: int, request: SyncRequest | None = None) -> dict:
         """The engine's receive runs in a thread of the driver while the trainer sends (both block)."""
         outcome: dict = {}
         ticket = SyncTicket(self.syncs + 1)
@@ -188,7 +190,7 @@ class CollectiveTransport:
 
         thread = threading.Thread(target=receive, name="rlxf-weight-receive", daemon=True)
         thread.start()
-        actor.send_weights(version, self.sender)
+        actor.send_weights(version, self.sender, request)
         thread.join()
         if "error" in outcome:
             raise outcome["error"]

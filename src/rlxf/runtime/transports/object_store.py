@@ -14,6 +14,6 @@ class ObjectStoreTransport:
     def __init__(self, cfg) -> None:
         self.cfg = cfg
 
-    def sync(self, actor, rollout, version: int) -> dict:
-        packed = exported_weights(actor, version, int(self.cfg.bucket_mb * 2**20))
+    def sync(self, actor, rollout, version: int, request=None) -> dict:
+        packed = exported_weights(actor, version, int(self.cfg.bucket_mb * 2**20), request, self.cfg.checksum)
         return rollout.load_weights(packed, self.cfg.checksum)

@@ -131,6 +131,12 @@ def read_stamp(plan: BucketPlan, index: int, buffer: torch.Tensor) -> tuple[int,
     return version, bucket
 
 
+def tensor_digest(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> str:
+    """A short hash of the tensor's exact bytes (after casting to ``dtype``, the holder's dtype)."""
+    t = tensor.detach().to(dtype or tensor.dtype).contiguous().reshape(-1).cpu()
+    return hashlib.blake2b(t.view(torch.uint8).numpy(), digest_size=8).hexdigest()  # hashed in place, no bytes copy
+
+
 def bucket_digest(plan: BucketPlan, index: int, buffer: torch.Tensor) -> str:
     data = buffer[: plan.buckets[index].data_bytes]
     return hashlib.blake2b(data.cpu().numpy().tobytes(), digest_size=8).hexdigest()

@@ -17,10 +17,11 @@ import socket
 import tempfile
 import uuid
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
+from rlxf.runtime.sync_modes import SyncHeader, SyncRequest, select_weights
 from rlxf.runtime.transports import WEIGHT_TRANSPORTS, Channel
 from rlxf.runtime.transports.plan import BucketPlan, bucket_digest, check_stamps, fill_bucket, plan_buckets
 from rlxf.runtime.transports.source import is_sending_rank, trainer_tensors, whole_bucket
@@ -39,6 +40,7 @@ class SharedRegion:
     version: int
     digests: list[str] | None = None
     cuda_handle: tuple | None = None  # (rebuild function, its arguments) of the CUDA region
+    header: SyncHeader = field(default_factory=SyncHeader)  # what the buckets are (runtime/sync_modes.py)
 
 
 def _split(plan: BucketPlan, region: torch.Tensor) -> list[torch.Tensor]:
@@ -69,8 +71,9 @@ class Sender:
         self._finalizer = weakref.finalize(self, _unlink, self.path)  # also at interpreter exit
         self.region = _map_file(self.path, plan.buffer_bytes)
 
-    def send(self, engine, version: int) -> SharedRegion | None:
-        tensors = trainer_tensors(engine)
+    def send(self, engine, version: int, request: SyncRequest | None = None) -> SharedRegion | None:
+        selection = select_weights(trainer_tensors(engine), engine.model, version, request, self.channel.checksum)
+        tensors = selection.tensors
         plan = plan_buckets(tensors, self.channel.bucket_bytes)
         sending = is_sending_rank()
         if sending and (plan != self.plan or (self.path and not os.path.exists(self.path))):
@@ -92,7 +95,7 @@ class Sender:
 
             cuda_handle = reduce_tensor(self.region)
         return SharedRegion(self.path, socket.gethostname(), plan, version, digests if self.channel.checksum else None,
-                            cuda_handle)
+                            cuda_handle, selection.header)
 
     def close(self) -> None:
         if self._finalizer is not None:
@@ -140,7 +143,7 @@ class Receiver:
             raise ValueError("weight_sync.transport=shared_memory: the trainer sent no region handle")
         buffers = self._buffers(region)
         check_stamps(region.plan, buffers, region.version, region.digests, "shared_memory")
-        return load_and_verify(engine, as_weight_buckets(region.plan, buffers, region.version), checksum)
+        return load_and_verify(engine, as_weight_buckets(region.plan, buffers, region.version, region.header), checksum)
 
 
 @WEIGHT_TRANSPORTS.register("shared_memory")
@@ -153,8 +156,8 @@ class SharedMemoryTransport:
         self.channel = Channel("shared_memory", int(cfg.bucket_mb * 2**20), cfg.checksum, key=uuid.uuid4().hex)
         self._regions: dict[str, weakref.finalize] = {}
 
-    def sync(self, actor, rollout, version: int) -> dict:
-        region = actor.send_weights(version, self.channel)
+    def sync(self, actor, rollout, version: int, request: SyncRequest | None = None) -> dict:
+        region = actor.send_weights(version, self.channel, request)
         if region is not None and region.path and region.path not in self._regions:
             # The driver removes the file too: a trainer actor that is killed never runs its own clean-up.
             self._regions[region.path] = weakref.finalize(self, _unlink, region.path)

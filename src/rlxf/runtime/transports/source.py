@@ -25,10 +25,10 @@ def trainer_tensors(engine) -> dict[str, torch.Tensor]:
 
 
 def whole_bucket(tensors: dict[str, torch.Tensor], names: tuple[str, ...]) -> dict[str, torch.Tensor]:
-    return {name: _whole(tensors[name]) for name in names}
+    return {name: whole_tensor(tensors[name]) for name in names}
 
 
-def _whole(tensor: torch.Tensor) -> torch.Tensor:
+def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
     full_tensor = getattr(tensor, "full_tensor", None)  # a DTensor shard: all-gather it
     return full_tensor() if full_tensor is not None else tensor
 
