@@ -90,7 +90,7 @@ def test_concurrent_agents_are_batched_and_log_probs_are_the_policys(tokenizer, 
     from rlxf.rollout.torch_engine import TorchRolloutEngine
 
     engine = TorchRolloutEngine(tiny_model, EOS, tokenizer.pad_token_id)
-    role = make_role(tokenizer, engine, agent=f"{AGENTS}:chatty", max_wait_s=0.2, max_total_tokens=40)
+    role = make_role(tokenizer, engine, agent=f"{AGENTS}:chatty", max_wait_s=2.0, max_total_tokens=40)
     closing(role)
     agents.BARRIER["b"] = threading.Barrier(6)
     rows = [{"prompt": f"{a}+{a}=", "answer": "0", "id": f"c{a}", "barrier": "b"} for a in (1, 2, 3)]
