@@ -34,6 +34,8 @@ INTERNAL = {
     "NotIssued": "the studio's HTTP 400 (an InputError)",
     "BodyTooLarge": "the studio's HTTP 413 (an InputError)",
     "MissingField": "the reward server's HTTP 400 for a sample's missing field (rewards/server_rows.py)",
+    "SessionError": "the policy endpoint's HTTP 400/401/410 to an agent's request (serving/session.py)",
+    "AgentFailure": "an agent that crashed or hung: its trajectory scores 0, counted (envs/openai_agent.py)",
 }
 
 
