@@ -99,9 +99,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
         )
     except ValueError as err:
         raise ConfigError(str(err)) from None
-    missing = [m for m in ns.model or [] if not Path(m).exists()]
+    from rlxf.models.loading import is_model_source
+
+    missing = [m for m in ns.model or [] if not Path(m).exists() and not is_model_source(m)]
     if missing:
-        raise ConfigError(f"--model {missing[0]}: no such checkpoint folder")
+        raise ConfigError(f"--model {missing[0]}: no such checkpoint folder (nor tiny:NAME, a packaged model "
+                          "name or a .gguf file)")
     context = build_run_context(config)
     reward_name = (config.eval.reward or config.reward).function  # held-out scoring: eval.reward when set
     extract = answer_extractor(reward_name)

@@ -87,6 +87,14 @@ def test_rlxf_eval_names_a_missing_checkpoint(tmp_path, capsys):
     assert f"--model {tmp_path / 'nope'}: no such checkpoint folder" in capsys.readouterr().err
 
 
+def test_rlxf_eval_takes_a_model_source_name_as_model(tmp_path, capsys):
+    # tiny:NAME (like smollm2:135m-instruct or a .gguf file) is no folder: it is built, then evaluated
+    args = ["eval", "data.eval_size=4", "--model", "tiny:default", "--n", "2", "--out", str(tmp_path), "--quiet"]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [m["model"] for m in result["models"]] == ["tiny:default"] and result["eval_size"] == 4
+
+
 def test_held_out_metrics_carry_the_rewards_components():
     """A pairwise judge that always says A, on both orders of two pairs: accuracy 0.5, position bias +0.5."""
     from rlxf.eval.accuracy import evaluate

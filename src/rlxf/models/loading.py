@@ -74,6 +74,11 @@ MODEL_SOURCES = [
 ]
 
 
+def is_model_source(path: str) -> bool:
+    """``path`` names a model that a source of ``MODEL_SOURCES`` builds (tiny:NAME, a packaged name, a .gguf)."""
+    return any(recognises(path) for recognises, _ in MODEL_SOURCES)
+
+
 def looks_like_local_path(path: str) -> bool:
     """A filesystem path, not a hub name: absolute, ``./`` / ``../`` / ``~``, or more than one ``/``
     (a hub name is ``org/name``)."""
