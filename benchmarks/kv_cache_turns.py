@@ -29,13 +29,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import transformers
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import alternate, emit, median  # noqa: E402
+from rlxf.config import EnvConfig  # noqa: E402
 from rlxf.envs.base import ENVS  # noqa: E402
 from rlxf.models.loading import load_tokenizer  # noqa: E402
 from rlxf.models.tiny import build_tiny_model  # noqa: E402
@@ -77,9 +77,9 @@ def system(model, tokenizer, turns: int, args, keep: bool, barrier: bool, sessio
     engine = TorchRolloutEngine(model, [len(tokenizer) + 7], tokenizer.pad_token_id)  # no token ends a turn
     if not sessions:
         engine.open_turn_sessions = lambda *a, **k: None
-    cfg = SimpleNamespace(name="bench_fixed_observation", kwargs={"obs": args.obs}, max_turns=turns,
-                          max_total_tokens=turns * (args.new + args.obs), keep_kv_cache=keep,
-                          turn_barrier=barrier, max_concurrent_steps=64)
+    cfg = EnvConfig(name="bench_fixed_observation", kwargs={"obs": args.obs}, max_turns=turns,
+                    max_total_tokens=turns * (args.new + args.obs), keep_kv_cache=keep,
+                    turn_barrier=barrier, max_concurrent_steps=64)
     role = EnvRolloutRole(engine, tokenizer, False, 64, cfg)
     rows = [{"prompt": f"{i}+{2 * i}="} for i in range(args.rows)]
     params = SamplingParams(n=1, temperature=1.0, max_new_tokens=args.new)

@@ -28,13 +28,13 @@ import random
 import sys
 import tempfile
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import alternate, emit, median  # noqa: E402
 from kv_cache_turns import build_model  # noqa: E402
+from rlxf.config import EnvConfig  # noqa: E402
 from rlxf.envs.base import ENVS  # noqa: E402
 from rlxf.models.loading import load_tokenizer  # noqa: E402
 from rlxf.models.tiny import build_tiny_model  # noqa: E402
@@ -88,9 +88,9 @@ def main() -> None:
 
     def system(barrier: bool, table: list[list[float]]):
         engine = TorchRolloutEngine(model, [len(tokenizer) + 7], tokenizer.pad_token_id)  # no token ends a turn
-        cfg = SimpleNamespace(name="bench_slow_tool", kwargs={"latencies": table, "obs": args.obs},
-                              max_turns=args.turns, max_total_tokens=args.turns * (args.new + args.obs),
-                              keep_kv_cache=True, turn_barrier=barrier, max_concurrent_steps=args.rows)
+        cfg = EnvConfig(name="bench_slow_tool", kwargs={"latencies": table, "obs": args.obs},
+                        max_turns=args.turns, max_total_tokens=args.turns * (args.new + args.obs),
+                        keep_kv_cache=True, turn_barrier=barrier, max_concurrent_steps=args.rows)
         role = EnvRolloutRole(engine, tokenizer, False, 64, cfg)
         return lambda: role.generate(rows, params, torch.Generator().manual_seed(0))
 

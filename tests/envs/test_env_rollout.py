@@ -2,10 +2,10 @@
 concatenated, budgets, async environments, and the real engine."""
 
 import asyncio
-from types import SimpleNamespace
 
 import torch
 
+from rlxf.config import EnvConfig
 from rlxf.envs.base import ENVS
 from rlxf.roles.env_rollout import EnvRolloutRole
 from rlxf.rollout.generation import Generation
@@ -60,7 +60,7 @@ class EchoEnv:
 
 
 def role(tokenizer, engine, max_turns=4, max_total_tokens=64, **kwargs):
-    cfg = SimpleNamespace(name="test_echo", kwargs=kwargs, max_turns=max_turns, max_total_tokens=max_total_tokens)
+    cfg = EnvConfig(name="test_echo", kwargs=kwargs, max_turns=max_turns, max_total_tokens=max_total_tokens)
     return EnvRolloutRole(engine, tokenizer, False, 64, cfg)
 
 

@@ -3,13 +3,13 @@ every turn, for the tiny model and a small random model of SmolLM2's architectur
 tokens are prefilled; a weight update mid-rollout recomputes the caches of the old weights."""
 
 import copy
-from types import SimpleNamespace
 
 import pytest
 import torch
 import transformers
 
 from rlxf.batch import TrajectoryBatch
+from rlxf.config import EnvConfig
 from rlxf.envs.base import ENVS
 from rlxf.roles.env_rollout import EnvRolloutRole
 from rlxf.rollout.sampling import SamplingParams
@@ -43,8 +43,8 @@ class CounterEnv:
 def role(engine, tokenizer, keep=True, barrier=False, reprefill=False, **kwargs):
     if reprefill:
         engine.open_turn_sessions = lambda *args, **kw: None  # today's path: engine.generate every turn
-    cfg = SimpleNamespace(name="test_turn_counter", kwargs=kwargs, max_turns=6, max_total_tokens=200,
-                          keep_kv_cache=keep, turn_barrier=barrier, max_concurrent_steps=8)
+    cfg = EnvConfig(name="test_turn_counter", kwargs=kwargs, max_turns=6, max_total_tokens=200,
+                    keep_kv_cache=keep, turn_barrier=barrier, max_concurrent_steps=8)
     return EnvRolloutRole(engine, tokenizer, False, 64, cfg)
 
 

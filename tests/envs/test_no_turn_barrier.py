@@ -8,6 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from rlxf.config import EnvConfig
 from rlxf.envs.base import ENVS
 from rlxf.roles.env_rollout import EnvRolloutRole
 from rlxf.rollout.sampling import SamplingParams
@@ -50,8 +51,8 @@ class GatedEnv:
 
 
 def rollout(engine, tokenizer, board, barrier=False):
-    cfg = SimpleNamespace(name="test_gated", kwargs={"board": board}, max_turns=6, max_total_tokens=200,
-                          keep_kv_cache=True, turn_barrier=barrier, max_concurrent_steps=4)
+    cfg = EnvConfig(name="test_gated", kwargs={"board": board}, max_turns=6, max_total_tokens=200,
+                    keep_kv_cache=True, turn_barrier=barrier, max_concurrent_steps=4)
     role = EnvRolloutRole(engine, tokenizer, False, 64, cfg)
     return role.generate([{"prompt": "a", "id": 0}, {"prompt": "b", "id": 1}, {"prompt": "c", "id": 2}],
                          SamplingParams(n=1, max_new_tokens=5), torch.Generator().manual_seed(0))
@@ -111,8 +112,8 @@ class CountedEnv:
 @pytest.mark.parametrize(("limit", "most"), [(2, 2), (64, 6)])
 def test_max_concurrent_steps_bounds_the_steps_running_at_once(tokenizer, limit, most):
     board = SimpleNamespace(running=0, most=0)
-    cfg = SimpleNamespace(name="test_counted", kwargs={"board": board}, max_turns=2, max_total_tokens=200,
-                          max_concurrent_steps=limit)
+    cfg = EnvConfig(name="test_counted", kwargs={"board": board}, max_turns=2, max_total_tokens=200,
+                    max_concurrent_steps=limit)
     engine = ScriptedEngine([[5, tokenizer.eos_token_id]] * 4)  # all six turns end in the same generate call
     batch = EnvRolloutRole(engine, tokenizer, False, 64, cfg).generate([{"prompt": "p"}] * 3, SamplingParams(n=2))
     assert board.most == most and [m["turns"] for m in batch.metadata] == [2] * 6

@@ -5,11 +5,11 @@ equal the trainer's recomputation), crashes and hangs, edited history, the compl
 import sys
 import threading
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 
+from rlxf.config import EnvConfig
 from rlxf.roles.agent_rollout import AgentRolloutRole
 from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
@@ -45,7 +45,7 @@ class ScriptedEngine:
 
 def make_role(tokenizer, engine, max_turns=4, max_total_tokens=64, **kwargs):
     kwargs.setdefault("format_kwargs", {"tool_aliases": {"calc": "calculator"}, "tools_header": ""})
-    cfg = SimpleNamespace(name="openai_agent", kwargs=kwargs, max_turns=max_turns, max_total_tokens=max_total_tokens)
+    cfg = EnvConfig(name="openai_agent", kwargs=kwargs, max_turns=max_turns, max_total_tokens=max_total_tokens)
     return AgentRolloutRole(engine, tokenizer, False, 64, cfg)
 
 

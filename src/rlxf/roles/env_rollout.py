@@ -70,9 +70,9 @@ class EnvRolloutRole(RolloutRole):
         self.make_env = env_factory(env_config.name, env_config.kwargs)
         self.max_turns = env_config.max_turns
         self.max_total_tokens = env_config.max_total_tokens
-        self.keep_kv_cache = getattr(env_config, "keep_kv_cache", True)
-        self.turn_barrier = getattr(env_config, "turn_barrier", False)
-        self.max_concurrent_steps = getattr(env_config, "max_concurrent_steps", 64)
+        self.keep_kv_cache = env_config.keep_kv_cache
+        self.turn_barrier = env_config.turn_barrier
+        self.max_concurrent_steps = env_config.max_concurrent_steps
 
     def encode_observation(self, observation: Observation) -> list[int]:
         if not observation:
