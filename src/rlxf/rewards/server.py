@@ -183,6 +183,18 @@ def bound_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def start_on_thread(server, sock: socket.socket, thread_name: str, failure: str) -> threading.Thread:
+    """Run a uvicorn ``server`` on ``sock`` in a daemon thread; return once it accepts connections, or
+    raise ``failure`` if the thread ends first."""
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name=thread_name, daemon=True)
+    thread.start()
+    while not server.started:
+        if not thread.is_alive():
+            raise RuntimeError(failure)
+        thread.join(0.01)
+    return thread
+
+
 class RunningServer:
     """A server on a background thread (tests, benchmarks, notebooks): ``.url``, then ``.stop()``."""
 
@@ -191,13 +203,8 @@ class RunningServer:
         bound_host, self.port = self.sock.getsockname()[:2]
         self.url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{self.port}"
         self.server = uvicorn_server(app, settings)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       name="reward-server", daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("the reward server failed to start (see the log above)")
-            self.thread.join(0.01)
+        self.thread = start_on_thread(self.server, self.sock, "reward-server",
+                                      "the reward server failed to start (see the log above)")
 
     def stop(self) -> None:
         """Graceful: stop accepting, let in-flight requests finish, run the shutdown."""

@@ -20,7 +20,6 @@ What each session recorded (``session.py``) becomes the trajectory; nothing the 
 import asyncio
 import contextlib
 import secrets
-import socket
 import threading
 import time
 
@@ -248,24 +247,17 @@ class RunningEndpoint:
 
     def __init__(self, endpoint: Endpoint, host: str = "127.0.0.1", port: int = 0) -> None:
         try:
-            import uvicorn
+            import uvicorn  # noqa: F401  (checked here: the message names the extra to install)
         except ImportError:
             raise ImportError("rlxf: the OpenAI-compatible endpoint needs FastAPI and uvicorn: pip install 'rlxf[serve]'") from None
+        from rlxf.rewards.server import ServerSettings, bound_socket, start_on_thread, uvicorn_server
+
         self.endpoint = endpoint
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.bind((host, port))
+        self.sock = bound_socket(host, port)
         endpoint.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        config = uvicorn.Config(build_app(endpoint), log_level="warning", lifespan="on", access_log=False,
-                                timeout_graceful_shutdown=1)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       name="openai-endpoint", daemon=True)
-        self.thread.start()
-        while not self.server.started:
-            if not self.thread.is_alive():
-                raise RuntimeError("rlxf: the OpenAI-compatible endpoint failed to start (see the log above)")
-            self.thread.join(0.01)
+        self.server = uvicorn_server(build_app(endpoint), ServerSettings(graceful_seconds=1))
+        self.thread = start_on_thread(self.server, self.sock, "openai-endpoint",
+                                      "rlxf: the OpenAI-compatible endpoint failed to start (see the log above)")
 
     @property
     def url(self) -> str:
