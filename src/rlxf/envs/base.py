@@ -3,12 +3,15 @@
     env.reset(task)  -> observation                       # the first prompt (text), or None
     env.step(action) -> (observation, reward, done, info)  # action: the policy's turn, decoded
 
-Either method may be ``async def``; the multi-turn rollout (``roles/env_rollout.py``) runs the steps of
-all trajectories of a turn concurrently. ``task`` is the dataset row. An observation is text (tokenized
-on its own, never together with the transcript), a list of token ids (used as is), or None/"" (no
-tokens). ``reset`` returning None means "the row's prompt, rendered as in single-turn runs".
-``reward`` is this turn's reward; ``info["components"]`` (a dict of floats) on the last step is logged
-as reward components (e.g. ``correct``, which held-out evaluation reports as accuracy).
+Either method may be ``async def``; the multi-turn rollout (``roles/env_rollout.py``) runs the
+environments' steps concurrently (at most ``env.max_concurrent_steps`` at once) and each trajectory
+decodes its next turn as soon as its own environment answers (no barrier across the batch, unless
+``env.turn_barrier``). ``task`` is the dataset row. An observation is text (tokenized on its own,
+never together with the transcript), a list of token ids (used as is), or None/"" (no tokens).
+``reset`` returning None means "the row's prompt, rendered as in single-turn runs".
+``reward`` is this turn's reward (the row's ``turn_rewards``): sequence-level estimators see their sum,
+the turn-level ones (``turn_grpo``, ``gigpo``, ``turn_gae``; ``algos/turns.py``) credit each to the turn
+that earned it. ``info["components"]`` (a dict of floats) on the last step is logged as reward components (e.g. ``correct``, which held-out evaluation reports as accuracy).
 """
 
 from __future__ import annotations
