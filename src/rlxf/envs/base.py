@@ -11,7 +11,8 @@ never together with the transcript), a list of token ids (used as is), or None/"
 ``reset`` returning None means "the row's prompt, rendered as in single-turn runs".
 ``reward`` is this turn's reward (the row's ``turn_rewards``): sequence-level estimators see their sum,
 the turn-level ones (``turn_grpo``, ``gigpo``, ``turn_gae``; ``algos/turns.py``) credit each to the turn
-that earned it. ``info["components"]`` (a dict of floats) on the last step is logged as reward components (e.g. ``correct``, which held-out evaluation reports as accuracy).
+that earned it. ``info["components"]`` (a dict of floats) on the last step is logged as reward
+components (e.g. ``correct``, which held-out evaluation reports as accuracy).
 """
 
 from __future__ import annotations
