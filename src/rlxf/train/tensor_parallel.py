@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor, Shard
+from torch.distributed.tensor import DTensor
 
 from rlxf.config_error import ConfigError
 from rlxf.registry import Registry
@@ -88,7 +88,7 @@ def grad_norm(params: list[torch.Tensor]) -> torch.Tensor:
     for param in params:
         grad = param.grad
         if isinstance(grad, DTensor):
-            dims = tuple(i for i, p in enumerate(grad.placements) if isinstance(p, Shard))
+            dims = tuple(i for i, p in enumerate(grad.placements) if not p.is_replicate())  # Shard, FSDP's _StridedShard
             key, local = (grad.device_mesh, dims), grad.to_local()
         else:
             key, local = (None, ()), grad
