@@ -19,7 +19,7 @@ NARROW = DenseModel("narrow", params=8e9, layers=10, hidden=1_000)
 
 def test_fsdp_across_nodes_with_small_micro_batches_is_bound_by_its_gathers():
     # 16 GPUs: state 16 x 8e9 / 16 = 8 GB, two gathered layers 3.2 GB, 25.3 GB left; 3.4e9 bytes a sequence
-    # -> 7 sequences (7,000 tokens); the replica's share is 100,000 tokens -> 15 micro-batches
+    # -> 7 sequences fit; the replica's share is 100 sequences -> 15 micro-batches of ceil(100 / 15) = 7
     cost = layout_cost(WIDE, CLUSTER, Layout(1), 16, LOAD)
     assert (cost.micro_tokens, cost.micro_batches) == (7000, 15)
     assert cost.compute_s == pytest.approx(6 * 8e9 * 7000 / 5e14)  # 0.672 s
@@ -43,9 +43,12 @@ def test_tp_inside_a_node_splits_the_activations_and_pays():
     assert tp4.step_s == pytest.approx(24 * (0.408 + 0.102))
     # TP 8: 21 sequences, 39 micro-batches of 0.252 s compute + 40 x 3.675 ms: the all-reduces now cost more
     assert layout_cost(WIDE, CLUSTER, Layout(8), 16, LOAD).step_s == pytest.approx(39 * (0.252 + 0.147))
-    # FSDP with recomputation: 2e5 + 3.4e5 bytes a token -> 46 sequences, 3 micro-batches of 8 x ... compute
+    # FSDP with recomputation: 2e5 + 3.4e5 bytes a token -> 46 sequences fit; 100 in 3 micro-batches of 34,
+    # each 8 x 8e9 x 34,000 / 5e14 = 4.35 s of compute (the gathers, 4 x 0.6 s, hide behind it)
     recompute = layout_cost(WIDE, CLUSTER, Layout(1, recompute=True), 16, LOAD)
-    assert recompute.step_s == pytest.approx(3 * 8 * 8e9 * 46000 / 5e14)  # 17.66 s
+    assert (recompute.micro_tokens, recompute.micro_batches) == (34000, 3)
+    assert recompute.fsdp_s == pytest.approx(4 * 15 / 16 * 16e9 / 25e9)
+    assert recompute.step_s == pytest.approx(3 * 8 * 8e9 * 34000 / 5e14)  # 13.06 s
     assert best_layout(WIDE, CLUSTER, 16, LOAD).layout == Layout(4)  # 12.24 s
 
 

@@ -2,7 +2,7 @@
 
 A layout is ``tp`` GPUs per model replica inside a node (1 = plain FSDP) times FSDP over the
 ``gpus / tp`` replicas (the ``tp`` engine's ``("dp", "tp")`` mesh), with or without activation
-recomputation. For each layout the model finds the largest micro-batch that fits a GPU's memory, then
+recomputation. For each layout the model finds the fewest micro-batches that fit a GPU's memory, then
 the step's time; ``best_layout`` picks the fastest layout that fits.
 
 Memory per GPU (bytes; bf16 weights and gradients, fp32 AdamW master weights and moments):
@@ -86,22 +86,25 @@ def activation_bytes_per_token(model: DenseModel, layout: Layout) -> float:
     return model.layers * layer
 
 
-def fitting_micro_tokens(model: DenseModel, cluster: Cluster, layout: Layout, gpus: int, load: TrainLoad) -> int:
-    """The largest micro-batch (whole sequences, at most a replica's share of the step) that fits."""
+def micro_batching(model: DenseModel, cluster: Cluster, layout: Layout, gpus: int, load: TrainLoad) -> tuple[int, int]:
+    """(tokens per micro-batch, micro-batches) of a replica: as few micro-batches as fit in memory, their
+    sequences balanced (e.g. 16 sequences where 10 fit: 2 of 8); (0, 0) when not one sequence fits."""
     free = cluster.hbm_bytes * load.memory_share - fixed_memory(model, layout, gpus)
-    sequences = max(0, int(free // (activation_bytes_per_token(model, layout) * load.sequence_tokens)))
+    fit = max(0, int(free // (activation_bytes_per_token(model, layout) * load.sequence_tokens)))
     share = math.ceil(load.tokens_per_step / (gpus // layout.tp) / load.sequence_tokens)
-    return min(sequences, share) * load.sequence_tokens
+    if fit == 0:
+        return 0, 0
+    micro_batches = math.ceil(share / fit)
+    return math.ceil(share / micro_batches) * load.sequence_tokens, micro_batches
 
 
 def layout_cost(model: DenseModel, cluster: Cluster, layout: Layout, gpus: int, load: TrainLoad) -> LayoutCost:
     tp, dp = layout.tp, gpus // layout.tp
     if tp > cluster.gpus_per_node or gpus % tp:
         raise ValueError(f"tp={tp} must divide the {gpus} GPUs and fit a node of {cluster.gpus_per_node}")
-    tokens = fitting_micro_tokens(model, cluster, layout, gpus, load)
+    tokens, micro_batches = micro_batching(model, cluster, layout, gpus, load)
     if tokens == 0:
         return LayoutCost(layout, 0, 0, 0.0, 0.0, 0.0, math.inf)
-    micro_batches = math.ceil(load.tokens_per_step / dp / tokens)
     passes = 8 if layout.recompute else 6
     compute = passes * model.params * tokens / (tp * cluster.flops * load.mfu)
     link = cluster.nvlink_gbps if gpus <= cluster.gpus_per_node else cluster.nic_gbps
