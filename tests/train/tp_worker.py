@@ -60,9 +60,27 @@ def one_step(engine, rows: slice, step: int) -> list[float]:
     return [out["loss"], out["grad_norm"]]
 
 
+def resumed_single(checkpoint: str, step: int) -> list[float]:
+    """The single-process engine resumed from a tp checkpoint: [loss, grad norm] of ``step``."""
+    from rlxf.models.loading import load_causal_lm
+    from rlxf.train.engine import TrainEngine
+
+    engine = TrainEngine(load_causal_lm(f"{checkpoint}/policy").float().requires_grad_(True), OPTIM)
+    engine.load_state(checkpoint, "actor")
+    return one_step(engine, slice(0, ROWS), step)
+
+
+def continued_single(tied: bool, steps: int) -> list[list[float]]:
+    from rlxf.train.engine import TrainEngine
+
+    engine = TrainEngine(small_llama(tied), OPTIM)
+    return [one_step(engine, slice(0, ROWS), step) for step in range(steps)]
+
+
 def tp_rank(rank: int, world: int, init_file: str, case: dict, out_dir: str) -> None:
     from rlxf.train.backends import build_train_engine
     from rlxf.train.engine import TrainEngine
+    from rlxf.train.fsdp_engine import save_full_model
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
@@ -91,6 +109,18 @@ def tp_rank(rank: int, world: int, init_file: str, case: dict, out_dir: str) -> 
                 result["grad_max"] = max(float(p.grad.abs().max()) for p in ref.model.parameters())
                 result["first_weight_diffs"] = max_diffs(gathered_weights(engine), ref.model.state_dict())
         result["weight_diffs"] = max_diffs(gathered_weights(engine), ref.model.state_dict())
+        save_full_model(engine, f"{out_dir}/ckpt/policy")  # the single-process format: the tests resume it
+        engine.save_state(f"{out_dir}/ckpt", "actor")
+        result["checkpoint"] = f"{out_dir}/ckpt"
+        # and back: a fresh tp engine takes the checkpoint (weights through load_full_state_dict, as the
+        # critic role resumes) and trains step 3 as the uninterrupted single-process engine does
+        from rlxf.models.loading import load_causal_lm
+
+        resumed = build_train_engine("tp", small_llama(case["tied"]), OPTIM, tensor_parallel=case["tp"])
+        resumed.load_full_state_dict(load_causal_lm(f"{out_dir}/ckpt/policy").float().state_dict())
+        resumed.load_state(f"{out_dir}/ckpt", "actor")
+        result["resumed_step"] = one_step(resumed, rows, 2)
+        result["ref_step3"] = one_step(ref, slice(0, ROWS), 2)
         with open(f"{out_dir}/rank{rank}.json", "w") as f:
             json.dump(result, f)
     finally:
