@@ -193,6 +193,8 @@ class TrainConfig(Section):
                             "when > 1)")
     zero_stage: Literal[2, 3] = Field(2, description="backend deepspeed: ZeRO-2 (gradients + optimizer state "
                                       "partitioned) or 3 (+ parameters)")
+    tensor_parallel: int | None = Field(None, ge=1, description="backend tp: ranks per model replica, the rest "
+                                        "FSDP2 over replicas on a (dp, tp) mesh (default: all the trainer's ranks)")
 
     @field_validator("backend")
     @classmethod
@@ -217,7 +219,8 @@ class TrainConfig(Section):
         """The keywords of ``build_train_engine(backend, model, optim, **options)`` for this backend
         (each backend's own typed keys; a key of another backend is ignored, so a run can switch
         backends on resume without unsetting it)."""
-        return {"zero_stage": self.zero_stage} if self.backend == "deepspeed" else {}
+        options = {"deepspeed": {"zero_stage": self.zero_stage}, "tp": {"tensor_parallel": self.tensor_parallel}}
+        return options.get(self.backend, {})
 
 
 class SFTConfig(Section):

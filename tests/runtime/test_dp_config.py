@@ -41,6 +41,9 @@ def test_config_errors_name_the_key(overrides, message):
     (["train.backend=deepspeed"], {"zero_stage": 2}),
     (["train.backend=deepspeed", "train.zero_stage=3"], {"zero_stage": 3}),
     (["train.backend=fsdp2", "train.zero_stage=3"], {}),  # another backend's key is ignored (resume may switch)
+    (["train.backend=tp"], {"tensor_parallel": None}),
+    (["train.backend=tp", "train.tensor_parallel=1"], {"tensor_parallel": 1}),
+    (["train.backend=fsdp2", "train.tensor_parallel=2"], {}),
     ([], {}),
 ])
 def test_engine_options_are_the_backends_own_keys(overrides, options):
@@ -57,7 +60,8 @@ def test_one_rank_backend_in_this_process_matches_the_single_engine(tmp_path, ti
 
     single = run("single")
     try:
-        fsdp = run(backend, f"train.backend={backend}")  # a 1-rank gloo group in this process
+        extra = ["train.tensor_parallel=1"] if backend == "tp" else []
+        fsdp = run(backend, f"train.backend={backend}", *extra)  # a 1-rank gloo group in this process
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -2,9 +2,9 @@
 (hidden 64, 4 heads, 2 KV heads, 2 layers, fp32) and the same rows: two optimizer steps each.
 
 Tolerances (float32; TP sums partial products in another order): losses and gradient norms 1e-5 absolute
-(measured <= 5e-7 on a loss of ~4.8 and a norm of ~2); every parameter's gradient, gathered, 1e-6 absolute
-(measured <= 2.5e-8, the largest gradient ~0.06). Weights after each AdamW step (lr 1e-2): 1e-3 absolute
-(measured <= 1.7e-4): the first update is ~lr * g/|g| per weight, so a weight whose gradient is near
+(measured <= 3e-7 on a loss of ~4.8, <= 4.3e-6 on a norm of ~2); every parameter's gradient, gathered, 1e-6 absolute
+(measured <= 2.2e-8, the largest gradient 0.06-0.07). Weights after each AdamW step (lr 1e-2): 1e-3 absolute
+(measured <= 1.1e-4): the first update is ~lr * g/|g| per weight, so a weight whose gradient is near
 AdamW's eps (1e-8) moves by a fraction of lr that a 1e-9 gradient difference changes. What the weight sync
 gathers (its bucket plan, ``full_tensor`` a bucket at a time) is the single-process model bit for bit."""
 
