@@ -55,6 +55,8 @@ def test_tp2_matches_single_process(tmp_path, tied):
     check_checkpoint_resumes_in_one_process(results, tied)
     assert [r["dp_rank"] for r in results] == [0, 0]  # one replica: both ranks trained on all rows
     assert all(r["sharded"] == TP_SHARDED for r in results)  # embeddings, norms, LM head replicated
+    # plain replicated tensors beside DTensor shards: both multi-tensor AdamW kernels refuse the mix
+    assert [r["kernel"] for r in results] == ["per-tensor loop"] * 2
 
 
 @pytest.mark.slow  # 4 gloo ranks: ~50 s on 2 cores
@@ -64,6 +66,7 @@ def test_dp2_tp2_mesh_matches_single_process(tmp_path):
     check_checkpoint_resumes_in_one_process(results, tied=True)
     assert [r["dp_rank"] for r in results] == [0, 0, 1, 1]  # a TP group is consecutive ranks
     assert "model.embed_tokens.weight" in results[0]["sharded"]  # FSDP2 over dp shards the replicated rest
+    assert [r["kernel"] for r in results] == ["fused"] * 4  # every parameter a DTensor: the fused kernel
 
 
 def test_plan_refuses_what_it_cannot_split():

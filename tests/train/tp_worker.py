@@ -48,6 +48,10 @@ def max_diffs(mine: dict[str, torch.Tensor], ref: dict[str, torch.Tensor]) -> di
     return {name: float((whole(mine[name]).detach() - ref[name].detach()).abs().max()) for name in ref}
 
 
+def kernel(group: dict) -> str:
+    return "fused" if group.get("fused") else "foreach" if group.get("foreach") else "per-tensor loop"
+
+
 def one_step(engine, rows: slice, step: int) -> list[float]:
     ids, mask = dataset(step)
     num_tokens, num_seqs = local_counts(mask)  # the whole mini-batch's counts (every rank sees all rows)
@@ -98,6 +102,7 @@ def tp_rank(rank: int, world: int, init_file: str, case: dict, out_dir: str) -> 
                               and p.to_local().numel() < p.numel()),
             "tied": engine.model.get_output_embeddings().weight is engine.model.get_input_embeddings().weight,
             "dp_rank": engine.dp_rank, "steps": [], "ref_steps": [],
+            "kernel": kernel(engine.optimizer.param_groups[0]),
         }
         rows = slice(engine.dp_rank, ROWS, engine.dp_size)
         for step in range(2):
