@@ -115,7 +115,8 @@ def _user_cache_in_tmp(tmp_path_factory):
 # `make test` runs the suite on two pytest-xdist workers. The tests that start Ray clusters, role processes or
 # torch.distributed process groups each use both cores already (and two Ray clusters at once wait on each
 # other): they run one after another on one worker, beside the single-process tests on the other.
-SERIAL_GROUP_PATHS = ("tests/runtime/", "tests/train/test_deepspeed_engine.py", "tests/train/test_fsdp_engine.py")
+SERIAL_GROUP_PATHS = ("tests/runtime/", "tests/train/test_deepspeed_engine.py", "tests/train/test_fsdp_engine.py",
+                      "tests/train/test_tp_engine.py")
 
 
 def pytest_collection_modifyitems(config, items):

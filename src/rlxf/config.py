@@ -188,11 +188,13 @@ class TrainConfig(Section):
     optim: OptimConfig = Field(default_factory=OptimConfig, description="the actor's optimizer")
     critic_optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=5e-4), description="the critic's optimizer")
     backend: str = Field("single", description="the actor's (and critic's) train engine (train/backends.py): "
-                         "single | fsdp2 | deepspeed")
+                         "single | fsdp2 | deepspeed | tp (tensor parallel; one rank in a run for now)")
     world_size: int = Field(1, ge=1, description="data-parallel trainer ranks per trainer role (needs runtime.kind=ray "
                             "when > 1)")
     zero_stage: Literal[2, 3] = Field(2, description="backend deepspeed: ZeRO-2 (gradients + optimizer state "
                                       "partitioned) or 3 (+ parameters)")
+    tensor_parallel: int | None = Field(None, ge=1, description="backend tp: ranks per model replica, the rest "
+                                        "FSDP2 over replicas on a (dp, tp) mesh (default: all the trainer's ranks)")
 
     @field_validator("backend")
     @classmethod
@@ -217,7 +219,8 @@ class TrainConfig(Section):
         """The keywords of ``build_train_engine(backend, model, optim, **options)`` for this backend
         (each backend's own typed keys; a key of another backend is ignored, so a run can switch
         backends on resume without unsetting it)."""
-        return {"zero_stage": self.zero_stage} if self.backend == "deepspeed" else {}
+        options = {"deepspeed": {"zero_stage": self.zero_stage}, "tp": {"tensor_parallel": self.tensor_parallel}}
+        return options.get(self.backend, {})
 
 
 class SFTConfig(Section):
@@ -332,7 +335,7 @@ class Config(Section):
 
     @model_validator(mode="after")
     def _data_parallel_fits(self) -> Config:
-        from rlxf.train.process_group import SINGLE_PROCESS_BACKENDS
+        from rlxf.train.process_group import SHARED_ROWS_BACKENDS, SINGLE_PROCESS_BACKENDS
 
         world = self.train.world_size
         if world == 1:
@@ -346,6 +349,12 @@ class Config(Section):
             raise ValueError(
                 f"train.world_size={world} needs a data-parallel train.backend (fsdp2, deepspeed), "
                 f"not {self.train.backend!r}"
+            )
+        if self.train.backend in SHARED_ROWS_BACKENDS:
+            raise ValueError(
+                f"train.backend={self.train.backend} with train.world_size={world}: the ranks of a tensor-parallel "
+                "group must see the same rows, and the Ray runtime splits rows over every rank (not wired yet); use "
+                "train.backend=fsdp2 for several ranks (the tp engine itself: train/tp_engine.py)"
             )
         if self.train.mini_batch_size % world:
             raise ValueError(

@@ -1,4 +1,5 @@
-"""Train engines by name (``train.backend``): ``single`` (one process), ``fsdp2``, ``deepspeed``.
+"""Train engines by name (``train.backend``): ``single`` (one process), ``fsdp2``, ``deepspeed``, ``tp``
+(tensor parallelism, alone or with FSDP2 on a 2-D mesh).
 
 Every engine has the ``TrainEngine`` interface (``optimizer_step``, ``save_state``/``load_state`` in
 the single-process checkpoint format), so roles and loops never ask which one they hold. Data-parallel
@@ -15,6 +16,7 @@ TRAIN_ENGINE_MODULES = {
     "single": "rlxf.train.engine",
     "fsdp2": "rlxf.train.fsdp_engine",
     "deepspeed": "rlxf.train.deepspeed_engine",
+    "tp": "rlxf.train.tp_engine",
 }
 TRAIN_ENGINES: Registry = Registry("train backend", modules=TRAIN_ENGINE_MODULES)
 

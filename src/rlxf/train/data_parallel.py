@@ -33,12 +33,12 @@ def reduce_device() -> torch.device:
     return torch.device("cpu")
 
 
-def all_reduce_values(values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
-    """``values`` reduced over all ranks (as they are in a single process)."""
+def all_reduce_values(values: list[float], op=dist.ReduceOp.SUM, group=None) -> list[float]:
+    """``values`` reduced over all ranks, or those of ``group`` (as they are in a single process)."""
     if not (dist.is_available() and dist.is_initialized()):
         return values
     tensor = torch.tensor(values, dtype=torch.float64, device=reduce_device())
-    dist.all_reduce(tensor, op=op)
+    dist.all_reduce(tensor, op=op, group=group)
     return tensor.tolist()
 
 

@@ -45,17 +45,22 @@ def transformer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 @TRAIN_ENGINES.register("fsdp2")
 class FSDP2TrainEngine(TrainEngine):
     def __init__(self, model: torch.nn.Module, cfg: OptimConfig) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError(f"{type(self).__name__} needs torch.distributed initialised (init_process_group)")
+        self.world_size = dist.get_world_size()
+        self.grad_scale = float(self.shard(model))
+        self.param_names = [n for n, p in model.named_parameters() if p.requires_grad]
+        super().__init__(model, cfg)
+
+    def shard(self, model: torch.nn.Module) -> int:
+        """Shards ``model`` in place (each decoder layer one FSDP unit); returns the number of replicas
+        FSDP averages the gradients over (the engine scales the loss by it)."""
         from torch.distributed.fsdp import fully_shard
 
-        if not dist.is_initialized():
-            raise RuntimeError("FSDP2TrainEngine needs torch.distributed initialised (init_process_group)")
         for block in transformer_blocks(model):
             fully_shard(block)
         fully_shard(model)
-        self.world_size = dist.get_world_size()
-        self.grad_scale = float(self.world_size)
-        self.param_names = [n for n, p in model.named_parameters() if p.requires_grad]
-        super().__init__(model, cfg)
+        return self.world_size
 
     def _global_loss(self, local_loss: float) -> float:
         return all_reduce_values([local_loss])[0]  # the global mini-batch loss is the sum of the ranks' shares

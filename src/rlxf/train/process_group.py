@@ -15,6 +15,9 @@ import torch.distributed as dist
 from rlxf.train.backends import build_train_engine
 
 SINGLE_PROCESS_BACKENDS = {"single"}  # engines that never need a process group
+# engines whose ranks share rows (a tensor-parallel group computes one replica's forward together): the
+# Ray runtime's split gives every rank rows of its own, so in a run these train on one rank for now
+SHARED_ROWS_BACKENDS = {"tp"}
 
 
 def device_backend() -> str:
