@@ -27,23 +27,28 @@ def test_a_row_of_linear_is_the_same_floats_in_any_padded_batch():
 
 
 def _reference_attention(q, k, v, q_pos, scale):
-    # plain softmax attention, group by group: the numbers the invariant version must approximate
-    scores = torch.einsum("bngtd,bnld->bngtl", q, k) * scale
+    # plain softmax attention: the numbers the invariant version must approximate
+    scores = torch.einsum("bnrd,bnld->bnrl", q, k) * scale
     hidden = torch.arange(k.shape[2])[None, None, :] > q_pos[:, :, None]
-    return torch.einsum("bngtl,bnld->bngtd", scores.masked_fill(hidden[:, None, None], float("-inf")).softmax(-1), v)
+    return torch.einsum("bnrl,bnld->bnrd", scores.masked_fill(hidden[:, None], float("-inf")).softmax(-1), v)
 
 
 def test_attention_is_softmax_attention_and_ignores_masked_keys_exactly():
     g = torch.Generator().manual_seed(1)
-    batch, nkv, groups, length, hd = 3, 2, 3, 2 * KEY_BLOCK, 16
-    q = torch.randn(batch, nkv, groups, length, hd, generator=g)
+    batch, nkv, length, hd = 3, 2, 2 * KEY_BLOCK, 16
+    q = torch.randn(batch, nkv, length, hd, generator=g)  # one query row per position
     k, v = torch.randn(batch, nkv, length, hd, generator=g), torch.randn(batch, nkv, length, hd, generator=g)
     q_pos = torch.arange(length).expand(batch, length)
     full = attention(q, k, v, q_pos, hd**-0.5)
     torch.testing.assert_close(full, _reference_attention(q, k, v, q_pos, hd**-0.5))
-    # query 40 of row 1, alone (a decode step) over a cache four blocks long with junk past position 40
-    k_long, v_long = torch.randn(1, nkv, 4 * KEY_BLOCK, hd, generator=g), torch.randn(1, nkv, 4 * KEY_BLOCK, hd,
-                                                                                      generator=g)
+    # query 40 of row 1 alone (a decode step: one real row, 31 zero rows) over a cache four blocks long
+    # with junk past position 40
+    shape = (1, nkv, 4 * KEY_BLOCK, hd)
+    k_long, v_long = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     k_long[:, :, :41], v_long[:, :, :41] = k[1:2, :, :41], v[1:2, :, :41]
-    step = attention(q[1:2, :, :, 40:41], k_long, v_long, torch.tensor([[40]]), hd**-0.5)
-    assert torch.equal(step, full[1:2, :, :, 40:41])
+    step_q = torch.zeros(1, nkv, 32, hd)
+    step_q[:, :, 0] = q[1, :, 40]
+    step = attention(step_q, k_long, v_long, torch.full((1, 32), 40), hd**-0.5)
+    assert torch.equal(step[:, :, 0], full[1, :, 40][None])
+    with pytest.raises(ValueError, match="query rows in multiples of 32"):
+        attention(q[:, :, :7], k, v, q_pos[:, :7], 1.0)

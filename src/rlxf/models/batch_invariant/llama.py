@@ -93,7 +93,7 @@ class InvariantLlama:
         return linear(self._norm(pad_rows(hidden_rows), "model.norm.weight"), self.head)[:n]
 
     def _group(self, q: Tensor, batch: int, length: int) -> Tensor:
-        """q rows [B * T, nh, hd] -> [B, nkv, g, T, hd]."""
+        """q rows [B * T, nh, hd] -> [B, nkv, g, T, hd] (query head h reads kv head h // g)."""
         g = self.n_heads // self.n_kv
         return q.view(batch, length, self.n_kv, g, self.head_dim).permute(0, 2, 3, 1, 4)
 
@@ -102,6 +102,19 @@ class InvariantLlama:
         """[B, nkv, g, T, hd] -> rows [B * T, nh * hd]."""
         b, nkv, g, t, hd = o.shape
         return o.permute(0, 3, 1, 2, 4).reshape(b * t, nkv * g * hd)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor) -> Tensor:
+        """q [B, nkv, g, T, hd] at positions q_pos [B, T] -> [B, nkv, g, T, hd]: the g x T query rows of a kv
+        head go to ``attention`` as one stack, zero rows added up to a multiple of ROW_TILE."""
+        batch, nkv, g, length, hd = q.shape
+        rows = q.reshape(batch, nkv, g * length, hd)
+        pos = q_pos.repeat(1, g)  # row gi * T + t is query t of head gi
+        extra = padded(g * length) - g * length
+        if extra:
+            rows = torch.cat([rows, rows.new_zeros(batch, nkv, extra, hd)], dim=2)
+            pos = torch.cat([pos, pos[:, :1].expand(batch, extra)], dim=1)
+        out = attention(rows, k, v, pos, self.head_dim**-0.5)
+        return out[:, :, : g * length].view(batch, nkv, g, length, hd)
 
     def full_forward(self, ids: Tensor, keep_kv: bool = False) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
         """Causal pass over canonical rows ``ids`` [B, L] (L a multiple of KEY_BLOCK; a row's padding
@@ -120,10 +133,8 @@ class InvariantLlama:
             k = k.view(batch, length, self.n_kv, self.head_dim).transpose(1, 2).contiguous()
             v = v.view(batch, length, self.n_kv, self.head_dim).transpose(1, 2).contiguous()
             q = self._group(q, batch, length)
-            o = torch.cat([
-                attention(q[:, :, :, s:s + QUERY_CHUNK], k, v, q_pos[:, s:s + QUERY_CHUNK], self.head_dim**-0.5)
-                for s in range(0, length, QUERY_CHUNK)
-            ], dim=3)
+            o = torch.cat([self._attend(q[:, :, :, s:s + QUERY_CHUNK], k, v, q_pos[:, s:s + QUERY_CHUNK])
+                           for s in range(0, length, QUERY_CHUNK)], dim=3)
             x = self.finish_layer(layer, x, self._ungroup(o))
             if keep_kv:
                 kept.append((k, v))
@@ -140,8 +151,7 @@ class InvariantLlama:
             q, k, v = self.qkv(layer, x, flat_pos)
             cache[layer, 0, rows, :, positions] = k[:batch]
             cache[layer, 1, rows, :, positions] = v[:batch]
-            o = attention(self._group(q[:batch], batch, 1), cache[layer, 0], cache[layer, 1], positions[:, None],
-                          self.head_dim**-0.5)
+            o = self._attend(self._group(q[:batch], batch, 1), cache[layer, 0], cache[layer, 1], positions[:, None])
             x = self.finish_layer(layer, x, pad_rows(self._ungroup(o)))
         return x[:batch]
 

@@ -58,26 +58,38 @@ def rope(x: Tensor, positions: Tensor, inv_freq: Tensor, scaling: float) -> Tens
     return x * cos.to(x.dtype) + rotated * sin.to(x.dtype)
 
 
+def _tiled_bmm(a: Tensor, b: Tensor) -> Tensor:
+    """a [B, n, R, x] (R a multiple of ROW_TILE) times b [B, n, x, y], one ``ROW_TILE``-row matrix at a
+    time: every product the kernel sees is [ROW_TILE, x] @ [x, y], whatever B, n and R are."""
+    batch, heads, rows, inner = a.shape
+    tiles = rows // ROW_TILE
+    left = a.reshape(batch * heads * tiles, ROW_TILE, inner)
+    right = b[:, :, None].expand(batch, heads, tiles, *b.shape[2:]).reshape(batch * heads * tiles, *b.shape[2:])
+    return torch.bmm(left, right).view(batch, heads, rows, b.shape[-1])
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, scale: float) -> Tensor:
     """Causal attention in a canonical key layout (key ``j`` of a row is its token at position ``j``).
 
-    q [B, nkv, g, Tq, hd] (the ``g`` query heads of each kv head), k, v [B, nkv, L, hd] with ``L`` a
-    multiple of ``KEY_BLOCK``; query ``t`` of row ``b`` sees the keys ``j <= q_pos[b, t]``. Returns
-    [B, nkv, g, Tq, hd]. Only the blocks some query reaches are visited: the others would add 0."""
+    q [B, nkv, R, hd]: ``R`` (a multiple of ``ROW_TILE``) query rows per kv head, e.g. the ``g`` heads of
+    its group at every position; k, v [B, nkv, L, hd] with ``L`` a multiple of ``KEY_BLOCK``; query row
+    ``r`` of sequence ``b`` sees the keys ``j <= q_pos[b, r]``. Returns [B, nkv, R, hd]. Scores and
+    weighted values are ``[ROW_TILE, hd] x [hd, KEY_BLOCK]`` matmuls (one order of sums per shape),
+    blocks summed one after the other from key 0; only the blocks some query reaches are visited (the
+    others would add exactly 0)."""
+    if q.shape[2] % ROW_TILE or k.shape[2] % KEY_BLOCK:
+        raise ValueError(f"attention needs query rows in multiples of {ROW_TILE} and keys of {KEY_BLOCK}")
     blocks = int(q_pos.max()) // KEY_BLOCK + 1
     keys = torch.arange(blocks * KEY_BLOCK, device=q.device)
-    hidden = keys[None, None, :] > q_pos[:, :, None]  # [B, Tq, keys]
-    scores = torch.cat([
-        (q.unsqueeze(-2) * k[:, :, None, None, i * KEY_BLOCK:(i + 1) * KEY_BLOCK]).sum(-1) for i in range(blocks)
-    ], dim=-1) * scale  # [B, nkv, g, Tq, keys]
-    scores = scores.masked_fill(hidden[:, None, None], float("-inf"))
+    hidden = keys[None, None, :] > q_pos[:, :, None]  # [B, R, keys]
+    spans = [slice(i * KEY_BLOCK, (i + 1) * KEY_BLOCK) for i in range(blocks)]
+    scores = torch.cat([_tiled_bmm(q, k[:, :, span].transpose(-1, -2)) for span in spans], dim=-1) * scale
+    scores = scores.masked_fill(hidden[:, None], float("-inf"))
     weights = (scores - scores.amax(-1, keepdim=True)).exp()
     block_sums = weights.view(*weights.shape[:-1], blocks, KEY_BLOCK).sum(-1)
     total, out = block_sums[..., 0], None
-    for i in range(blocks):
-        w = weights[..., i * KEY_BLOCK:(i + 1) * KEY_BLOCK].unsqueeze(-2)  # [B, nkv, g, Tq, 1, KB]
-        v_t = v[:, :, None, None, i * KEY_BLOCK:(i + 1) * KEY_BLOCK].transpose(-1, -2)  # [B, nkv, 1, 1, hd, KB]
-        part = (w * v_t).sum(-1)
+    for i, span in enumerate(spans):
+        part = _tiled_bmm(weights[..., span].contiguous(), v[:, :, span])
         out = part if out is None else out + part
         if i:
             total = total + block_sums[..., i]
