@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rlxf.models.batch_invariant.ops import KEY_BLOCK, attention, linear, pad_rows, padded
+from rlxf.models.batch_invariant.ops import ATTENTION_ROWS, KEY_BLOCK, attention, linear, pad_rows, padded
 
 
 def test_padded_rounds_up_to_a_nonzero_multiple():
@@ -41,14 +41,14 @@ def test_attention_is_softmax_attention_and_ignores_masked_keys_exactly():
     q_pos = torch.arange(length).expand(batch, length)
     full = attention(q, k, v, q_pos, hd**-0.5)
     torch.testing.assert_close(full, _reference_attention(q, k, v, q_pos, hd**-0.5))
-    # query 40 of row 1 alone (a decode step: one real row, 31 zero rows) over a cache four blocks long
+    # query 40 of row 1 alone (a decode step: one real row, the others zero) over a cache four blocks long
     # with junk past position 40
     shape = (1, nkv, 4 * KEY_BLOCK, hd)
     k_long, v_long = torch.randn(shape, generator=g), torch.randn(shape, generator=g)
     k_long[:, :, :41], v_long[:, :, :41] = k[1:2, :, :41], v[1:2, :, :41]
-    step_q = torch.zeros(1, nkv, 32, hd)
+    step_q = torch.zeros(1, nkv, ATTENTION_ROWS, hd)
     step_q[:, :, 0] = q[1, :, 40]
-    step = attention(step_q, k_long, v_long, torch.full((1, 32), 40), hd**-0.5)
+    step = attention(step_q, k_long, v_long, torch.full((1, ATTENTION_ROWS), 40), hd**-0.5)
     assert torch.equal(step[:, :, 0], full[1, :, 40][None])
-    with pytest.raises(ValueError, match="query rows in multiples of 32"):
+    with pytest.raises(ValueError, match=f"query rows in multiples of {ATTENTION_ROWS}"):
         attention(q[:, :, :7], k, v, q_pos[:, :7], 1.0)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlxf.models.batch_invariant.ops import KEY_BLOCK, attention, linear, pad_rows, padded, rope
+from rlxf.models.batch_invariant.ops import ATTENTION_ROWS, KEY_BLOCK, attention, linear, pad_rows, padded, rope
 from rlxf.models.rope_frequencies import rope_inv_freq
 
 __all__ = ["InvariantLlama", "MODEL_TYPES", "QUERY_CHUNK", "canonical_rows"]
@@ -105,11 +105,11 @@ class InvariantLlama:
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor) -> Tensor:
         """q [B, nkv, g, T, hd] at positions q_pos [B, T] -> [B, nkv, g, T, hd]: the g x T query rows of a kv
-        head go to ``attention`` as one stack, zero rows added up to a multiple of ROW_TILE."""
+        head go to ``attention`` as one stack, zero rows added up to a multiple of ATTENTION_ROWS."""
         batch, nkv, g, length, hd = q.shape
         rows = q.reshape(batch, nkv, g * length, hd)
         pos = q_pos.repeat(1, g)  # row gi * T + t is query t of head gi
-        extra = padded(g * length) - g * length
+        extra = padded(g * length, ATTENTION_ROWS) - g * length
         if extra:
             rows = torch.cat([rows, rows.new_zeros(batch, nkv, extra, hd)], dim=2)
             pos = torch.cat([pos, pos[:, :1].expand(batch, extra)], dim=1)

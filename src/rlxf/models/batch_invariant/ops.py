@@ -21,10 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["KEY_BLOCK", "ROW_TILE", "attention", "linear", "pad_rows", "padded", "rope"]
+__all__ = ["ATTENTION_ROWS", "KEY_BLOCK", "ROW_TILE", "attention", "linear", "pad_rows", "padded", "rope"]
 
 ROW_TILE = 32
 KEY_BLOCK = 32
+# query rows per attention matmul: a decode step has only the g heads of a group per row (padded up to
+# this), and a batched matmul gives the same floats for any batch count at a fixed matrix shape >= 2 rows
+ATTENTION_ROWS = 8
 
 
 def padded(n: int, multiple: int = ROW_TILE) -> int:
@@ -59,11 +62,11 @@ def rope(x: Tensor, positions: Tensor, inv_freq: Tensor, scaling: float) -> Tens
 
 
 def _tiled_bmm(a: Tensor, b: Tensor) -> Tensor:
-    """a [B, n, R, x] (R a multiple of ROW_TILE) times b [B, n, x, y], one ``ROW_TILE``-row matrix at a
-    time: every product the kernel sees is [ROW_TILE, x] @ [x, y], whatever B, n and R are."""
+    """a [B, n, R, x] (R a multiple of ATTENTION_ROWS) times b [B, n, x, y], one ``ATTENTION_ROWS``-row
+    matrix at a time: every product the kernel sees is [ATTENTION_ROWS, x] @ [x, y], whatever B, n, R are."""
     batch, heads, rows, inner = a.shape
-    tiles = rows // ROW_TILE
-    left = a.reshape(batch * heads * tiles, ROW_TILE, inner)
+    tiles = rows // ATTENTION_ROWS
+    left = a.reshape(batch * heads * tiles, ATTENTION_ROWS, inner)
     right = b[:, :, None].expand(batch, heads, tiles, *b.shape[2:]).reshape(batch * heads * tiles, *b.shape[2:])
     return torch.bmm(left, right).view(batch, heads, rows, b.shape[-1])
 
@@ -71,14 +74,14 @@ def _tiled_bmm(a: Tensor, b: Tensor) -> Tensor:
 def attention(q: Tensor, k: Tensor, v: Tensor, q_pos: Tensor, scale: float) -> Tensor:
     """Causal attention in a canonical key layout (key ``j`` of a row is its token at position ``j``).
 
-    q [B, nkv, R, hd]: ``R`` (a multiple of ``ROW_TILE``) query rows per kv head, e.g. the ``g`` heads of
+    q [B, nkv, R, hd]: ``R`` (a multiple of ``ATTENTION_ROWS``) query rows per kv head, e.g. the ``g`` heads of
     its group at every position; k, v [B, nkv, L, hd] with ``L`` a multiple of ``KEY_BLOCK``; query row
     ``r`` of sequence ``b`` sees the keys ``j <= q_pos[b, r]``. Returns [B, nkv, R, hd]. Scores and
-    weighted values are ``[ROW_TILE, hd] x [hd, KEY_BLOCK]`` matmuls (one order of sums per shape),
+    weighted values are ``[ATTENTION_ROWS, hd] x [hd, KEY_BLOCK]`` matmuls (one order of sums per shape),
     blocks summed one after the other from key 0; only the blocks some query reaches are visited (the
     others would add exactly 0)."""
-    if q.shape[2] % ROW_TILE or k.shape[2] % KEY_BLOCK:
-        raise ValueError(f"attention needs query rows in multiples of {ROW_TILE} and keys of {KEY_BLOCK}")
+    if q.shape[2] % ATTENTION_ROWS or k.shape[2] % KEY_BLOCK:
+        raise ValueError(f"attention needs query rows in multiples of {ATTENTION_ROWS} and keys of {KEY_BLOCK}")
     blocks = int(q_pos.max()) // KEY_BLOCK + 1
     keys = torch.arange(blocks * KEY_BLOCK, device=q.device)
     hidden = keys[None, None, :] > q_pos[:, :, None]  # [B, R, keys]
