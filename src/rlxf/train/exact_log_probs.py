@@ -25,12 +25,14 @@ def exact_sequence_log_probs(
     """[B, R] log-probs of the response tokens (0 where ``response_mask`` is 0); prompts LEFT-padded."""
     prompt_lengths = prompt_mask.long().sum(1)
     width = response_ids.shape[1]
+    lengths = prompt_lengths + response_mask.long().sum(1)  # the response's padding is left out
     ids = torch.cat([prompt_ids, response_ids], dim=1)
-    rows = canonical_rows(ids, prompt_lengths + width, prompt_ids.shape[1] - prompt_lengths, pad_id=0)
-    hidden, _ = net.full_forward(rows)
-    # response token r of row b is predicted at canonical position prompt_length + r - 1
-    at = (torch.arange(len(rows), device=rows.device) * rows.shape[1] + prompt_lengths - 1)[:, None]
-    at = at + torch.arange(width, device=rows.device)[None, :]
+    rows = canonical_rows(ids, lengths, prompt_ids.shape[1] - prompt_lengths, pad_id=0)
+    hidden, _ = net.full_forward(rows, lengths)
+    # response token r of row b is predicted at canonical slot prompt_length + r - 1 (past the row's
+    # length for padding: a zero state whose log-prob the mask drops)
+    slot = (prompt_lengths[:, None] - 1 + torch.arange(width, device=rows.device)[None, :]).clamp(max=rows.shape[1] - 1)
+    at = torch.arange(len(rows), device=rows.device)[:, None] * rows.shape[1] + slot
     logits = net.logits(hidden.index_select(0, at.reshape(-1))).view(len(rows), width, -1)
     return token_log_probs(logits, response_ids, temperature) * response_mask.float()
 

@@ -16,7 +16,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rlxf.models.batch_invariant.ops import ATTENTION_ROWS, KEY_BLOCK, attention, linear, pad_rows, padded, rope
+from rlxf.models.batch_invariant.ops import (
+    ATTENTION_ROWS,
+    KEY_BLOCK,
+    attention,
+    linear,
+    pad_rows,
+    padded,
+    rope,
+)
 from rlxf.models.rope_frequencies import rope_inv_freq
 
 __all__ = ["InvariantLlama", "MODEL_TYPES", "QUERY_CHUNK", "canonical_rows"]
@@ -116,29 +124,41 @@ class InvariantLlama:
         out = attention(rows, k, v, pos, self.head_dim**-0.5)
         return out[:, :, : g * length].view(batch, nkv, g, length, hd)
 
-    def full_forward(self, ids: Tensor, keep_kv: bool = False) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
-        """Causal pass over canonical rows ``ids`` [B, L] (L a multiple of KEY_BLOCK; a row's padding
-        after its tokens) -> (final hidden rows [B * L, H] before the norm, per layer (k, v) [B, nkv, L,
-        hd] when ``keep_kv``)."""
+    def full_forward(
+        self, ids: Tensor, lengths: Tensor, keep_kv: bool = False
+    ) -> tuple[Tensor, list[tuple[Tensor, Tensor]]]:
+        """Causal pass over canonical rows ``ids`` [B, L] (L a multiple of KEY_BLOCK) whose first
+        ``lengths[b]`` slots are tokens -> (final hidden states before the norm, [B * L, H] with zeros past
+        each row's length; per layer (k, v) [B, nkv, L, hd] when ``keep_kv``, zeros past the lengths).
+
+        Packed: the per-token layers run on the real tokens only (rows are independent of each other in
+        them, so the arrangement changes no float); only attention uses the [B, L] layout."""
         batch, length = ids.shape
         if length % KEY_BLOCK:
             raise ValueError(f"full_forward needs a multiple of {KEY_BLOCK} positions, got {length}")
-        positions = torch.arange(length, device=ids.device)
-        q_pos = positions.expand(batch, length)
-        x = F.embedding(ids.reshape(-1), self.weights["model.embed_tokens.weight"])
-        flat_pos = positions.repeat(batch)
+        slots = torch.arange(length, device=ids.device)
+        real = (slots[None, :] < lengths[:, None]).reshape(-1).nonzero().squeeze(1)  # [N] into B * L
+        n = real.numel()
+        q_pos = slots.expand(batch, length)
+        x = pad_rows(F.embedding(ids.reshape(-1)[real], self.weights["model.embed_tokens.weight"]))
+        flat_pos = pad_rows(slots.repeat(batch)[real])
         kept = []
         for layer in range(self.n_layers):
-            q, k, v = self.qkv(layer, x, flat_pos)
+            q, k, v = (self._unpack(t[:n], real, batch * length) for t in self.qkv(layer, x, flat_pos))
             k = k.view(batch, length, self.n_kv, self.head_dim).transpose(1, 2).contiguous()
             v = v.view(batch, length, self.n_kv, self.head_dim).transpose(1, 2).contiguous()
             q = self._group(q, batch, length)
             o = torch.cat([self._attend(q[:, :, :, s:s + QUERY_CHUNK], k, v, q_pos[:, s:s + QUERY_CHUNK])
                            for s in range(0, length, QUERY_CHUNK)], dim=3)
-            x = self.finish_layer(layer, x, self._ungroup(o))
+            x = self.finish_layer(layer, x, pad_rows(self._ungroup(o).index_select(0, real)))
             if keep_kv:
                 kept.append((k, v))
-        return x, kept
+        return self._unpack(x[:n], real, batch * length), kept
+
+    @staticmethod
+    def _unpack(rows: Tensor, at: Tensor, total: int) -> Tensor:
+        """Packed rows [N, ...] -> [total, ...] with row i at ``at[i]``, zeros elsewhere."""
+        return rows.new_zeros((total, *rows.shape[1:])).index_copy_(0, at, rows)
 
     def decode_rows(self, tokens: Tensor, positions: Tensor, cache: Tensor) -> Tensor:
         """One decode step: ``tokens`` [B] at ``positions`` [B]; ``cache`` [layers, 2, B, nkv, L, hd] in the

@@ -47,7 +47,7 @@ class ExactDecoder:
         if bool((lengths == 0).any()) or not bool(am[:, -1].all()):
             raise ValueError("prefill expects LEFT-padded prompts with at least one token each")
         rows = canonical_rows(ids, lengths, ids.shape[1] - lengths, self.pad_id)
-        hidden, kv = self.net.full_forward(rows, keep_kv=True)
+        hidden, kv = self.net.full_forward(rows, lengths, keep_kv=True)
         net, batch, width = self.net, ids.shape[0], rows.shape[1]
         capacity = padded(int(lengths.max()) + int(max_new_tokens), KEY_BLOCK)
         self.cache = torch.zeros(net.n_layers, 2, batch, net.n_kv, max(capacity, width), net.head_dim,
@@ -55,7 +55,6 @@ class ExactDecoder:
         for layer, (k, v) in enumerate(kv):
             self.cache[layer, 0, :, :, :width] = k
             self.cache[layer, 1, :, :, :width] = v
-        # the slots past a prompt hold its pads' k / v until the row's own tokens overwrite them
         self.pos = lengths.clone()
         last = torch.arange(batch, device=self.device) * width + lengths - 1
         return self.net.logits(hidden.index_select(0, last))
