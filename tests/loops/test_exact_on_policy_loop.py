@@ -25,3 +25,10 @@ def test_two_grpo_steps_log_an_exact_zero_mismatch(tmp_path, sft_model_dir):
         assert row["policy/rollout_log_prob_diff_max"] == 0.0 and row["policy/rollout_log_prob_diff"] == 0.0
         assert row["policy/rollout_kl_k3"] == 0.0 and row["policy/grad_norm"] > 0
     assert all(0.0 < row["policy/rollout_log_prob_diff_max"] < 1e-3 for row in plain)
+
+
+def test_the_switch_is_the_torch_engines_option(tmp_path, tiny_model_dir):
+    base = small_overrides(tmp_path, tiny_model_dir)
+    assert load_config(None, [*base, "rollout.engine_options.batch_invariant=true"]).rollout.exact_on_policy
+    assert not load_config(None, base).rollout.exact_on_policy
+    assert not load_config(None, [*base, "rollout.engine_options.batch_invariant=false"]).rollout.exact_on_policy
