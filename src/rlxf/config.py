@@ -120,6 +120,13 @@ class RolloutConfig(Section):
     top_k: int = Field(0, ge=0, description="top-k sampling; 0 = off")
     max_new_tokens: int = Field(16, ge=1, description="response budget of one generation")
 
+    @model_validator(mode="after")
+    def _batch_invariant_is_the_torch_engines(self) -> RolloutConfig:
+        if "batch_invariant" in self.engine_options and self.engine != "torch":
+            raise ValueError(f"rollout.engine_options.batch_invariant (exact on-policy) is the torch engine's "
+                             f"option, not rollout.engine={self.engine}'s")
+        return self
+
     @property
     def exact_on_policy(self) -> bool:
         """``engine_options.batch_invariant: true`` on the torch engine: the trainer's old log-probs are

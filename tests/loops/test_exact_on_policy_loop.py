@@ -3,6 +3,8 @@ engine's bit for bit, so the logged mismatch is exactly 0; without the option it
 
 import json
 
+import pytest
+
 from rlxf.checked_config import load_config
 from rlxf.loops.rl import train_rl
 from tests.conftest import small_overrides
@@ -32,3 +34,6 @@ def test_the_switch_is_the_torch_engines_option(tmp_path, tiny_model_dir):
     assert load_config(None, [*base, "rollout.engine_options.batch_invariant=true"]).rollout.exact_on_policy
     assert not load_config(None, base).rollout.exact_on_policy
     assert not load_config(None, [*base, "rollout.engine_options.batch_invariant=false"]).rollout.exact_on_policy
+    with pytest.raises(ValueError, match="batch_invariant .exact on-policy. is the torch engine's option, not "
+                                         "rollout.engine=hf's"):
+        load_config(None, [*base, "rollout.engine=hf", "rollout.engine_options.batch_invariant=true"])
