@@ -27,6 +27,23 @@ def smollm2_shaped() -> LlamaForCausalLM:
     return LlamaForCausalLM(config).eval()
 
 
+@pytest.fixture(scope="module")
+def qwen2_shaped():
+    # Qwen2's q/k/v biases and untied head
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    config = Qwen2Config(vocab_size=300, hidden_size=128, intermediate_size=320, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=False,
+                         max_position_embeddings=512)
+    torch.manual_seed(1)
+    model = Qwen2ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0, 0.5)  # nonzero biases (they start at 0)
+    return model
+
+
 def _trainer_log_probs(model, prompts, generation, rows=slice(None)):
     """The trainer's exact pass on the sampled tokens, prompts left-padded to this sub-batch's width."""
     chosen = [prompts[i] for i in generation.prompt_index[rows].tolist()]
@@ -41,10 +58,10 @@ def _generate(model, prompts, n, options, seed=0, temperature=1.0):
     return engine, engine.generate(prompts, params, torch.Generator().manual_seed(seed))
 
 
-@pytest.mark.parametrize("model_name", ["tiny", "smollm2_shaped"])
+@pytest.mark.parametrize("model_name", ["tiny", "smollm2_shaped", "qwen2_shaped"])
 @pytest.mark.parametrize("n_prompts,n", [(1, 1), (2, 3), (5, 4)])
 def test_engine_and_trainer_log_probs_are_equal(request, tiny_model, model_name, n_prompts, n):
-    model = tiny_model if model_name == "tiny" else request.getfixturevalue("smollm2_shaped")
+    model = tiny_model if model_name == "tiny" else request.getfixturevalue(model_name)
     prompts = PROMPTS[:n_prompts]
     _, generation = _generate(model, prompts, n, {"batch_invariant": True})
     assert generation.response_mask.sum() > n_prompts * n  # more than one token each: decode steps ran
