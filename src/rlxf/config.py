@@ -113,12 +113,25 @@ class RolloutConfig(Section):
     engine: str = Field("torch", description="torch (built-in) | hf (transformers generate, the reference) | "
                         "vllm (optional)")
     engine_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the engine "
-                                           "(vllm: vllm.LLM's; torch: dtype, decoder, fp32_lm_head)")
+                                           "(vllm: vllm.LLM's; torch: dtype, decoder, fp32_lm_head, batch_invariant)")
     n_samples: int = Field(8, ge=1, description="responses per prompt (the group of GRPO/RLOO)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 = greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling; 1 = off")
     top_k: int = Field(0, ge=0, description="top-k sampling; 0 = off")
     max_new_tokens: int = Field(16, ge=1, description="response budget of one generation")
+
+    @model_validator(mode="after")
+    def _batch_invariant_is_the_torch_engines(self) -> RolloutConfig:
+        if "batch_invariant" in self.engine_options and self.engine != "torch":
+            raise ValueError(f"rollout.engine_options.batch_invariant (exact on-policy) is the torch engine's "
+                             f"option, not rollout.engine={self.engine}'s")
+        return self
+
+    @property
+    def exact_on_policy(self) -> bool:
+        """``engine_options.batch_invariant: true`` on the torch engine: the trainer's old log-probs are
+        then the engine's bit for bit (docs/algorithms.md, exact on-policy)."""
+        return self.engine == "torch" and self.engine_options.get("batch_invariant") is True
 
 
 def _check_reward_name(name: str | None) -> str | None:

@@ -177,8 +177,9 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         sample_gen=torch.Generator(device=context.device).manual_seed(config.seed),
         shuffle_gen=torch.Generator().manual_seed(config.seed + 1), kl_control=kl_controller_from_config(config.algorithm),
         params=params,
-        on_policy_reuse=not needs_old_log_probs(tcfg.prompts_per_step * params.n, tcfg.mini_batch_size,
-                                                config.algorithm.ppo_epochs),
+        # exact on-policy: the old log-probs come from the exact pass, never from the gradient pass's forward
+        on_policy_reuse=not config.rollout.exact_on_policy and not needs_old_log_probs(
+            tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, config.algorithm.ppo_epochs),
         logger=MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write),
         started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
     )
@@ -221,7 +222,8 @@ def place_trainers(config: Config, runtime: Runtime, policy: torch.nn.Module,
     schedule = {"backend": tcfg.backend, "engine_options": tcfg.engine_options(),
                 "micro_batch_tokens": tcfg.micro_batch_tokens, "max_response_len": generation_budget(config)}
     actor = runtime.place("actor", ActorRole, policy, tcfg.optim, algo, tcfg.mini_batch_size, tcfg.micro_batch_size,
-                          config.rollout.temperature, logits_chunk_tokens=tcfg.logits_chunk_tokens, **schedule)
+                          config.rollout.temperature, logits_chunk_tokens=tcfg.logits_chunk_tokens,
+                          exact_log_probs=config.rollout.exact_on_policy, **schedule)
     if not algo.use_critic:
         return actor, None
     critic_lm = load_policy(config, config.model.critic_path, context.device) if config.model.critic_path else frozen_copy(policy)

@@ -14,6 +14,7 @@ from rlxf.runtime.sync_modes import SyncRequest, select_weights
 from rlxf.runtime.transports import endpoint
 from rlxf.runtime.weight_sync import WeightBuckets, pack_weights
 from rlxf.train.data_parallel import DataShard, is_writer
+from rlxf.train.exact_log_probs import exact_batch_log_probs
 from rlxf.train.log_probs import batch_log_probs, response_token_log_probs
 from rlxf.train.optim_config import OptimConfig
 from rlxf.train.ppo_batches import ppo_update
@@ -25,7 +26,7 @@ class ActorRole:
         self, model: torch.nn.Module, optim: OptimConfig, algo: AlgorithmConfig,
         mini_batch_size: int, micro_batch_size: int, temperature: float, backend: str = "single",
         engine_options: dict | None = None, micro_batch_tokens: int | None = None,
-        max_response_len: int | None = None, logits_chunk_tokens: int = 0,
+        max_response_len: int | None = None, logits_chunk_tokens: int = 0, exact_log_probs: bool = False,
     ) -> None:
         self.model = model
         # train.backend (train/backends.py) with its options (TrainConfig.engine_options, e.g. zero_stage)
@@ -38,8 +39,13 @@ class ActorRole:
         self.max_response_len = max_response_len  # the generation budget: Dr. GRPO's constant (ppo_update)
         self.temperature = temperature or 1.0
         self.logits_chunk_tokens = logits_chunk_tokens  # LM head a chunk of tokens at a time (train/chunked_head.py)
+        # rollout.engine_options.batch_invariant: old log-probs from the engine's own forward (train/exact_log_probs.py)
+        self.exact_log_probs = exact_log_probs
 
     def compute_log_probs(self, batch: TrajectoryBatch) -> torch.Tensor:
+        if self.exact_log_probs:  # the weights the engine decodes with, by the same names
+            return exact_batch_log_probs(self.model.config, self.state_dict(), batch, self.micro_batch_size,
+                                         self.temperature)
         return batch_log_probs(self.model, batch, self.micro_batch_size, self.temperature, self.logits_chunk_tokens)
 
     def state_dict(self) -> dict[str, torch.Tensor]:

@@ -39,7 +39,7 @@ class TorchRolloutEngine:
 
     def __init__(
         self, model: torch.nn.Module, eos_id: int | list[int], pad_id: int, dtype: str | None = None,
-        decoder: str = "auto", fp32_lm_head: bool = False,
+        decoder: str = "auto", fp32_lm_head: bool = False, batch_invariant: bool = False,
     ) -> None:
         """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
         in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
@@ -50,15 +50,19 @@ class TorchRolloutEngine:
         in a lower-precision engine, the last hidden state -> logits matmul runs in fp32 against an
         fp32 copy of the head, refreshed by every weight update (``decoders/fp32_head.py``): a smaller
         rollout/trainer log-prob gap for a ``vocab x hidden`` fp32 tensor (a tied head keeps it beside
-        the bf16 embedding). No effect on an fp32 engine."""
-        if not isinstance(fp32_lm_head, bool):
-            raise ValueError(f"rollout.engine_options.fp32_lm_head must be true or false, got {fp32_lm_head!r}")
+        the bf16 embedding). No effect on an fp32 engine. ``batch_invariant``: exact on-policy rollouts
+        (``decoders/exact_decoder.py``): the log-probs the tokens are sampled from are bit for bit the
+        trainer's (its log-prob pass then runs the same batch-invariant forward); fp32, Llama-family."""
+        for name, value in (("fp32_lm_head", fp32_lm_head), ("batch_invariant", batch_invariant)):
+            if not isinstance(value, bool):
+                raise ValueError(f"rollout.engine_options.{name} must be true or false, got {value!r}")
         self.model = model
         self.eos_id = eos_id
         self.pad_id = pad_id
         self.version = 0
         self.decoder = make_decoder(
-            model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype), fp32_head=fp32_lm_head
+            model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype), fp32_head=fp32_lm_head,
+            batch_invariant=batch_invariant,
         )
         self.device = next(model.parameters()).device
         self.stop_ids = stop_ids_tensor(eos_id, self.device)  # any of them ends a sample

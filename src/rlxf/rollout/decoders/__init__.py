@@ -8,6 +8,7 @@ import logging
 import torch
 
 from rlxf.rollout.decoders.base import Decoder, position_ids_from_mask
+from rlxf.rollout.decoders.exact_decoder import ExactDecoder
 from rlxf.rollout.decoders.fp32_head import Fp32LMHead
 from rlxf.rollout.decoders.hf_decoder import HFDecoder
 from rlxf.rollout.decoders.llama_decoder import (
@@ -19,6 +20,7 @@ from rlxf.rollout.decoders.llama_decoder import (
 
 __all__ = [
     "Decoder",
+    "ExactDecoder",
     "Fp32LMHead",
     "HFDecoder",
     "LlamaDecoder",
@@ -31,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 
 def make_decoder(
-    model, *, prefer: str = "auto", dtype: torch.dtype | None = None, fp32_head: bool = False
+    model, *, prefer: str = "auto", dtype: torch.dtype | None = None, fp32_head: bool = False,
+    batch_invariant: bool = False,
 ) -> Decoder:
     """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``).
 
@@ -45,9 +48,17 @@ def make_decoder(
 
     ``fp32_head`` (``rollout.engine_options.fp32_lm_head``): a decoder computing in a lower precision
     turns its last hidden state into logits with an fp32 copy of the LM head (``fp32_head.py``); an
-    fp32 decoder is left as it is."""
+    fp32 decoder is left as it is.
+
+    ``batch_invariant`` (``rollout.engine_options.batch_invariant``): ``ExactDecoder``, whose logits are
+    the trainer's exact log-prob pass's bit for bit; fp32 only, so a ``dtype`` or head option is refused."""
     if prefer not in ("auto", "hf", "llama"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
+    if batch_invariant:
+        if prefer == "hf" or fp32_head or dtype not in (None, torch.float32):
+            raise ValueError("rlxf: rollout.engine_options.batch_invariant runs its own fp32 decoder: drop "
+                             "engine_options decoder=hf, dtype and fp32_lm_head")
+        return ExactDecoder(model)
     window = sliding_window(model.config)
     if prefer == "auto" and window is not None and window < getattr(model.config, "max_position_embeddings", window + 1):
         logger.info("make_decoder: sliding_window=%d < context: HFDecoder", window)

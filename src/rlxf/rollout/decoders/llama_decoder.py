@@ -33,6 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlxf.models.rope_frequencies import STATIC_ROPE_TYPES as _STATIC_ROPE_TYPES
+from rlxf.models.rope_frequencies import rope_inv_freq as _rope_inv_freq
+from rlxf.models.rope_frequencies import rope_params as _rope_params
 from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
 from rlxf.rollout.decoders.kv_cohort import KVCohort, cohort_logits, split_rows
@@ -41,32 +44,7 @@ from rlxf.rollout.decoders.llama_past import prefill_with_past, row_cache
 __all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
-# rope types whose inv_freq does not depend on the sequence length (dynamic / longrope do: refused)
-_STATIC_ROPE_TYPES = frozenset({"default", "linear", "llama3", "yarn"})
 _TORCH_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
-
-
-def _rope_params(config) -> dict:
-    params = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
-    params = dict(params)
-    params.setdefault("rope_theta", getattr(config, "rope_theta", 10000.0))
-    params["rope_type"] = params.get("rope_type", params.get("type", "default")) or "default"
-    return params
-
-
-def _rope_inv_freq(config, head_dim: int) -> tuple[Tensor, float]:
-    params = _rope_params(config)
-    rope_type = params["rope_type"]
-    if rope_type not in _STATIC_ROPE_TYPES:
-        raise NotImplementedError(f"LlamaDecoder: rope type {rope_type!r} is not supported (use HFDecoder)")
-    if rope_type == "default":
-        theta = float(params["rope_theta"])
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-        return inv_freq, 1.0
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
-    inv_freq, scaling = ROPE_INIT_FUNCTIONS[rope_type](config, torch.device("cpu"))
-    return inv_freq.float().cpu(), float(scaling)
 
 
 def check_supported(config) -> None:
