@@ -55,9 +55,9 @@ def test_openai_agent_recipe_trains_an_agent_written_against_the_openai_client(t
 
 @pytest.mark.slow
 def test_arithmetic_chain_recipe_raises_the_steps_solved(tmp_path):
-    # docs/environments.md: eval/reward (steps right of 3) +0.61 +- 0.12 over seeds 0-2 from a shared SFT start
+    # docs/environments.md: eval/reward (steps right of 4) +0.13 after 30 steps from the 200-step SFT start, +1.72 after 60 from 400 (this run: 200 + 60, not measured)
     summary, rewards = run_recipe(tmp_path, "arithmetic_chain")
     rows = [json.loads(line) for line in (tmp_path / "arithmetic_chain" / "metrics.jsonl").read_text().splitlines()]
     evals = [r["eval/reward"] for r in rows if "eval/reward" in r]
     print({"eval_reward": evals, **summary})
-    assert evals[-1] >= evals[0] + 0.3, (evals, summary)
+    assert evals[-1] >= evals[0] + 0.1, (evals, summary)

@@ -59,6 +59,21 @@ def test_turn_grpo_by_hand():
     assert advantages("grpo", slice(0, 3))[0].tolist() == [0] * 8
 
 
+def test_turn_grpo_with_gamma_1_is_grpo_against_the_rows_that_reached_the_turn_and_gamma_0_scores_each_turn():
+    # turn_gamma 1 (an episode that ends at a wrong step): turn k's return is the row's total less the k-1 right
+    # steps every row that reached k shares, so turn k's advantage is (total - the mean total of the rows that
+    # reached k): later turns' outcomes stay in an earlier turn's credit (A's right first step: 1 - 1 = 0).
+    totals = SCORES[:3].tolist()
+    adv = advantages("turn_grpo", slice(0, 3))
+    assert adv[:, 0].tolist() == [t - sum(totals) / 3 for t in totals]
+    assert adv[:2, 4].tolist() == [t - sum(totals[:2]) / 2 for t in totals[:2]]
+    # turn_gamma 0: a turn's own reward against the group's at that turn. Turn 1: A, B right, C wrong (mean 2/3);
+    # turn 2: A wrong, B right (mean 1/2)
+    adv = advantages("turn_grpo", slice(0, 3), turn_gamma=0.0)
+    assert adv[:, 0].tolist() == pytest.approx([1 / 3, 1 / 3, -2 / 3])
+    assert adv[:2, 4].tolist() == [-0.5, 0.5]
+
+
 def test_turn_grpo_discount_and_std():
     # turn_gamma 0.5: A [1, 0], B [1.5, 1], C [0]; turn 1 mean 2.5/3
     adv = advantages("turn_grpo", slice(0, 3), turn_gamma=0.5)

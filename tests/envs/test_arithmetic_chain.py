@@ -50,6 +50,20 @@ def test_environment_rewards_each_correct_step_and_ends_at_a_wrong_one():
         env.reset({"prompt": "1+1="})
 
 
+def test_without_end_at_mistake_every_step_is_attempted_and_the_demonstration_goes_on():
+    sloppy = chain_row(47, [8, 6, 1], [False, True, False], "</s>", end_at_mistake=False)
+    assert sloppy["sft_target"] == "55</s>\n55+6=51</s>\n61+1=62"  # the next step from the true value, 61
+    env = ArithmeticChainEnv(step_reward=0.5, end_at_mistake=False)
+    env.reset(sloppy)
+    assert env.step("55") == ("\n55+6=", 0.5, False, {})
+    assert env.step("51") == ("\n61+1=", 0.0, False, {})
+    assert env.step("62") == (None, 0.5, True, {"components": {"correct": 0.0, "steps_correct": 2 / 3}})
+    env.reset(sloppy)
+    assert [env.step(a)[1:3] for a in ("55", "61", "62")] == [(0.5, False), (0.5, False), (0.5, True)]
+    splits = arithmetic_chain_task(seed=3, eval_size=20, size=500, steps=4, sloppy_teacher=1.0, end_at_mistake=False)
+    assert all(r["sft_target"].count("</s>") == 3 for r in splits.train)  # all four steps demonstrated
+
+
 class ParityChain(ArithmeticChainEnv):
     """A step is "right" when the sampled action has an even length: an untrained model's episodes then
     end at different turns within a group."""
@@ -63,19 +77,18 @@ def test_loop_gives_each_turn_its_own_advantage(tmp_path, tiny_model_dir, traine
         *small_overrides(tmp_path, tiny_model_dir, steps=1), "data.task_args.size=500", "checkpoint.every=0",
         "algorithm.norm_adv_by_std=false", f"env.name={__name__}:ParityChain", "train.prompts_per_step=8",
     ])
-    assert config.algorithm.advantage_estimator == "turn_grpo"
+    assert config.algorithm.advantage_estimator == "turn_grpo" and config.algorithm.turn_gamma == 0.0
     rl.train_rl(config, write=lambda _: None)
     (batch,) = trained_batches
     assert (batch.advantages[batch.loss_mask == 0] == 0).all()
-    groups, several = batch.group_ids.tolist(), 0
+    groups, mixed = batch.group_ids.tolist(), 0
     for i, row in enumerate(batch.metadata):
-        returns = [sum(row["turn_rewards"][k:]) for k in range(len(row["turn_spans"]))]
+        assert len(row["turn_spans"]) == 4  # end_at_mistake: false, every step is attempted
         for k, (start, end) in enumerate(row["turn_spans"]):
-            # the group's rows that reached turn k, and their returns from it (no std: mean-centred)
-            peers = [sum(m["turn_rewards"][k:]) for j, m in enumerate(batch.metadata)
-                     if groups[j] == groups[i] and len(m["turn_spans"]) > k]
-            expected = returns[k] - sum(peers) / len(peers)
+            # turn_gamma 0: the turn's own reward against the group's at that turn (no std: mean-centred)
+            peers = [m["turn_rewards"][k] for j, m in enumerate(batch.metadata) if groups[j] == groups[i]]
+            expected = row["turn_rewards"][k] - sum(peers) / len(peers)
             assert batch.advantages[i, start:end].tolist() == pytest.approx([expected] * (end - start), abs=1e-6)
-        several += len(row["turn_spans"]) > 1
-    assert several > 0  # some episode went past its first step
+        mixed += len(set(row["turn_rewards"])) > 1
+    assert mixed > 0  # some row has right and wrong turns, which sequence-level credit cannot tell apart
     assert torch.isfinite(batch.advantages).all()

@@ -7,8 +7,10 @@ A row starts from ``a`` (up to ``digits`` digits) and adds ``steps`` single digi
 ``sft_target`` is the transcript the SFT stage imitates, turns ended by ``eos``:
 ``55</s>\\n55+6=61</s>\\n61+9=70``. With ``sloppy_teacher=p`` each step that carries is demonstrated,
 with probability ``p``, by a teacher that forgets the carry (``55+6=51``), and the demonstration ends
-there, as the environment ends an episode at a wrong step. RL against the environment's per-step
-rewards then has to find which turn went wrong: the intermediate rewards are the signal.
+there, as the environment ends an episode at a wrong step (``end_at_mistake=False``: the demonstration goes
+on past its mistakes, each next step from the true value, as the environment with ``end_at_mistake: false``
+does). RL against the environment's per-step rewards then has to find which turn went wrong: the
+intermediate rewards are the signal.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ from rlxf.data.arithmetic import add_without_carry
 from rlxf.data.tasks import TASKS, TaskSplits
 
 
-def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str) -> dict:
-    """One chain: its steps, and the demonstration (up to and including the first sloppy step)."""
+def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str, end_at_mistake: bool = True) -> dict:
+    """One chain: its steps, and the demonstration (up to and including the first sloppy step, or every step)."""
     chain, value, turns, demonstrating = [], start, [], True
     for i, (d, wrong) in enumerate(zip(addends, sloppy, strict=True)):
         expr, true = f"{value}+{d}=", value + d
@@ -28,7 +30,7 @@ def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str) -> d
         shown = add_without_carry(value, d) if wrong else true
         if demonstrating:
             turns.append((expr if i else "") + str(shown))
-        demonstrating = demonstrating and shown == true
+        demonstrating = demonstrating and (shown == true or not end_at_mistake)
         value = true
     return {"prompt": chain[0]["expr"], "answer": chain[0]["answer"], "chain": chain,
             "sft_target": f"{eos}\n".join(turns)}
@@ -37,7 +39,7 @@ def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str) -> d
 @TASKS.register("arithmetic_chain")
 def arithmetic_chain_task(
     seed: int, eval_size: int, digits: int = 2, steps: int = 3, size: int = 20000,
-    sloppy_teacher: float = 0.0, eos: str = "</s>",
+    sloppy_teacher: float = 0.0, eos: str = "</s>", end_at_mistake: bool = True,
 ) -> TaskSplits:
     if steps < 1:
         raise ValueError(f"arithmetic_chain task: steps must be >= 1, got {steps}")
@@ -53,5 +55,5 @@ def arithmetic_chain_task(
         values = [start + sum(addends[:k]) for k in range(steps)]
         carries = [v % 10 + d >= 10 for v, d in zip(values, addends)]
         sloppy = [i >= eval_size and c and teacher.random() < sloppy_teacher for c in carries]
-        rows.append(chain_row(start, list(addends), sloppy, eos))
+        rows.append(chain_row(start, list(addends), sloppy, eos, end_at_mistake))
     return TaskSplits(train=rows[eval_size:], eval=rows[:eval_size])
