@@ -7,3 +7,8 @@ import os
 # (benchmarks/threads_under_load.py, docs/benchmarks.md). Passive waiting must be chosen before torch
 # loads its OpenMP runtime, hence here; a value already in the environment wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# Before any large tensor exists: freed blocks stay in the process for the next micro-batch (see there).
+from rlxf.freed_memory import keep_freed_memory  # noqa: E402
+
+KEEPS_FREED_MEMORY = keep_freed_memory()

@@ -31,7 +31,7 @@ LAYERS = {
     "roles": 4, "eval": 4, "envs": 4,
     "rewards": 3, "rollout": 3, "serving": 3, "train": 3, "runtime": 3,
     "models": 2, "data": 2, "algos": 2, "tracking": 2,
-    "batch": 1, "registry": 1, "awaitables": 1, "config_error": 1, "errors": 1, "": 1,
+    "batch": 1, "registry": 1, "awaitables": 1, "freed_memory": 1, "config_error": 1, "errors": 1, "": 1,
 }
 def module_name(path: Path) -> str:
     parts = path.relative_to(SOURCE.parent).with_suffix("").parts

@@ -66,11 +66,12 @@ def test_step_metrics_global_from_rank_0_others_averaged():
 
 
 def test_the_update_pads_long_responses_together():
-    """ppo_update sorts each mini-batch by response length: one long response among short ones pads
-    only its own micro-batch."""
+    """ppo_update sorts each mini-batch by response length (groups by their longest; here every row is a
+    group of its own): one long response among short ones pads only its own micro-batch."""
     from rlxf.train.ppo_batches import ppo_update
 
     batch = make_batch(4)
+    batch.group_ids = torch.arange(4)
     batch.response_ids = torch.zeros(4, 10, dtype=torch.long)
     batch.response_mask = torch.tensor([[1] * 10, [1, 1] + [0] * 8, [1, 1] + [0] * 8, [1] * 3 + [0] * 7])
     batch.loss_mask = batch.response_mask.float()

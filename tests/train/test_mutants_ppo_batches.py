@@ -6,6 +6,7 @@ import torch
 
 from rlxf.batch import TrajectoryBatch
 from rlxf.train.data_parallel import DataShard
+from rlxf.train.micro_batches import group_order
 from rlxf.train.ppo_batches import needs_old_log_probs, ppo_update
 
 
@@ -86,3 +87,26 @@ def test_rows_of_equal_length_keep_the_shuffled_order():
     engine, _ = run(batch_of(lengths), mini=32, micro=32, epochs=1)
     order = torch.randperm(32, generator=torch.Generator().manual_seed(0)).tolist()
     assert engine.steps[0] == [[r for r in order if lengths[r] == 1] + [r for r in order if lengths[r] == 2]]
+
+
+def grouped_batch_of(groups: list[int], lengths: list[int], width: int = 6) -> TrajectoryBatch:
+    batch = batch_of(lengths, width)
+    batch.group_ids = torch.tensor(groups)
+    return batch
+
+
+def test_group_order_keeps_groups_whole_ordered_by_their_longest_response():
+    # groups: 7 -> rows 0 (3), 2 (1): longest 3; 4 -> rows 1 (5), 3 (2): longest 5; 9 -> rows 4, 5 (4, 4)
+    batch = grouped_batch_of([7, 4, 7, 4, 9, 9], [3, 5, 1, 2, 4, 4])
+    assert group_order(batch).tolist() == [2, 0, 4, 5, 3, 1]
+
+
+def test_micro_batches_of_a_grpo_mini_batch_hold_whole_groups():
+    # 4 prompts x 4 samples (longest responses 5, 3, 6, 4), lengths that interleave the groups when
+    # the rows are sorted by length alone
+    groups = [g for g in range(4) for _ in range(4)]
+    lengths = [5, 1, 2, 3, 3, 3, 1, 2, 6, 1, 4, 2, 4, 4, 2, 1]
+    engine, _ = run(grouped_batch_of(groups, lengths, width=6), mini=16, micro=4, epochs=1)
+    (step,) = engine.steps
+    assert [sorted({groups[r] for r in micro}) for micro in step] == [[1], [3], [0], [2]]
+    assert [[lengths[r] for r in micro] for micro in step] == [sorted(lengths[r] for r in micro) for micro in step]

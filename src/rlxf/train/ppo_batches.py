@@ -9,7 +9,7 @@ import torch
 
 from rlxf.batch import TrajectoryBatch
 from rlxf.train.data_parallel import WHOLE, DataShard
-from rlxf.train.micro_batches import micro_batches
+from rlxf.train.micro_batches import group_order, micro_batches
 
 
 def ppo_mini_batches(
@@ -41,10 +41,10 @@ def ppo_update(
     constant_len = max_response_len if max_response_len is not None else batch.response_ids.shape[1]
     history = []
     for mini in ppo_mini_batches(batch, mini_batch_size, epochs, generator):
-        # Sorted by response length, so a long-tailed mini-batch pads its few long responses together
-        # (row order does not change the update); sorted before sharding, so the ranks' micro-batches
-        # are the single process's micro-batches.
-        mini = mini.select(torch.argsort(mini.response_lengths, stable=True))
+        # Whole groups together, groups by their longest response (micro_batches.group_order): each
+        # micro-batch computes its groups' prompts once and pads little; ordered before sharding, so
+        # the ranks' micro-batches are the single process's micro-batches.
+        mini = mini.select(group_order(mini))
         local = shard.rows(mini, micro_batch_size)
         normaliser = shard.normaliser(local.loss_mask, max_response_len=constant_len)
         # Every rank holds the same number of rows, so each runs the same number of micro-batches; a
