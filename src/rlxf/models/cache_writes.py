@@ -37,14 +37,15 @@ def _reason(err: BaseException) -> str:
 
 
 @contextmanager
-def cache_write(what: str, where: Path) -> Iterator[None]:
-    """Any write error inside becomes one :class:`CacheWriteError` naming ``what`` and ``where``."""
+def cache_write(action: str) -> Iterator[None]:
+    """Any write error inside becomes one :class:`CacheWriteError` saying ``action`` ("writing X to FOLDER")
+    failed, and why."""
     try:
         yield
     except RlxfError:
         raise
     except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error, not OSError
-        raise CacheWriteError(f"writing {what} to {where} failed ({_reason(err)}); nothing was cached: free space "
+        raise CacheWriteError(f"{action} failed ({_reason(err)}); nothing was cached: free space "
                               "or point RLXF_CACHE_DIR at a writable folder with room") from err
 
 
@@ -53,14 +54,14 @@ def staging_folder(target: Path, what: str) -> Iterator[Path]:
     """A fresh folder beside ``target`` to build ``what`` in (the caller renames it to ``target`` once whole);
     removed afterwards whatever happens. The cache folder is created first and stale staging folders of
     ``target`` are cleaned."""
-    with cache_write(f"rlxf's cache folder (for {what})", target.parent):
+    with cache_write(f"creating rlxf's cache folder {target.parent} for {what}"):
         target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(target)
-    with cache_write(what, target.parent):
+    with cache_write(f"writing {what} to {target.parent}"):
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.pid{os.getpid()}.{socket.gethostname()}.",
                                         dir=target.parent))
     try:
-        with cache_write(what, staging):
+        with cache_write(f"writing {what} to {staging}"):
             yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -111,7 +111,7 @@ def write_dequantized(gguf: Path, out_dir: Path) -> None:
     what = f"the conversion of {gguf.name}"
     # the tokenizer's files (a BPE vocabulary and merges) are a few MB: counted generously
     check_free_space(out_dir.parent, weight_bytes(model) + 16 * TOKENIZER_BYTES, what)
-    with cache_write(f"the weights of {what}", out_dir):
+    with cache_write(f"writing the weights of {what} to {out_dir}"):
         save_model(model, out_dir)
-    with cache_write(f"the tokenizer files of {what}", out_dir):
+    with cache_write(f"writing the tokenizer files of {what} to {out_dir}"):
         tokenizer.save_pretrained(out_dir)

@@ -62,9 +62,9 @@ def build_tiny_model(
     what = f"the tiny model {out_dir.name}"
     check_free_space(out_dir.parent, weight_bytes(model) + TOKENIZER_BYTES, what)
     with staging_folder(out_dir, what) as staging:
-        with cache_write(f"the weights of {what}", staging):
+        with cache_write(f"writing the weights of {what} to {staging}"):
             save_model(model, staging)
-        with cache_write(f"the tokenizer files of {what}", staging):
+        with cache_write(f"writing the tokenizer files of {what} to {staging}"):
             tokenizer.save_pretrained(staging)
         try:
             staging.rename(out_dir)
