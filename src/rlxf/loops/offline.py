@@ -89,7 +89,8 @@ def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective
         ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best),
+                                 ckpt.training_checkpoint_bytes(objective.model))
 
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:

@@ -60,7 +60,8 @@ class RunState:
 
 
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int,
-                    keep_best: bool = False) -> Path:
+                    keep_best: bool = False, expected_bytes: int = 0) -> Path:
+    """``expected_bytes``: the checkpoint's estimated size, checked against the free space before writing."""
     def fill(folder: Path) -> None:
         actor.save_checkpoint(folder)
         save_tokenizer(tokenizer, folder / "policy")
@@ -68,7 +69,7 @@ def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, ke
             critic.save_checkpoint(folder)
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best), expected_bytes)
 
 
 def load_run_state(checkpoint: Path) -> RunState:

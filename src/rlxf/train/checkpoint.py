@@ -11,7 +11,8 @@ Layout of ``RUN_DIR/checkpoints/step_000042/``:
 
 A checkpoint is written to ``step_N.tmp`` and renamed into place, so a run killed mid-save, or a write
 that fails (disk full, permissions: :class:`CheckpointWriteError`), leaves the previous checkpoint
-intact. On resume :func:`latest_valid_checkpoint` checks the checksums and falls back to the newest
+intact, and one that would not fit in the free space is refused before it starts (:class:`CheckpointSpaceError`,
+rlxf/disk_space.py). On resume :func:`latest_valid_checkpoint` checks the checksums and falls back to the newest
 checkpoint that is whole, saying which one it skipped and why.
 """
 
@@ -28,7 +29,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from rlxf.disk_space import folder_bytes, shortfall_text, space_shortfall
 from rlxf.errors import RlxfError
+from rlxf.models.saving import weight_bytes
 
 CHECKPOINTS = "checkpoints"
 CHECKSUMS = "checksums.json"
@@ -36,6 +39,10 @@ CHECKSUMS = "checksums.json"
 
 class CheckpointWriteError(RlxfError, OSError):
     """A checkpoint could not be written; the previous one is untouched."""
+
+
+class CheckpointSpaceError(CheckpointWriteError):
+    """The file system has no room for the next checkpoint: nothing was written, the previous one is untouched."""
 
 
 class CheckpointCorruptError(RlxfError, RuntimeError):
@@ -161,21 +168,40 @@ def begin_checkpoint(run_dir: str | Path, step: int) -> Path:
 
 
 def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Callable[[Path], None],
-                     keep_steps: Collection[int] = ()) -> Path:
+                     keep_steps: Collection[int] = (), expected_bytes: int = 0) -> Path:
     """``fill(folder)`` writes the checkpoint's files into a temporary folder, which is checksummed and
     renamed into place. A failed write removes the temporary folder and raises
     :class:`CheckpointWriteError`; the previous checkpoint is never touched. Rotation keeps the newest
-    ``keep_last`` checkpoints and those of ``keep_steps`` (the best one's step, ``checkpoint.keep_best``)."""
+    ``keep_last`` checkpoints and those of ``keep_steps`` (the best one's step, ``checkpoint.keep_best``).
+
+    Before anything is written, the free space of the file system is checked against the checkpoint's size
+    (the larger of the last one written and ``expected_bytes``, an estimate from the parameters:
+    :func:`training_checkpoint_bytes`) with a margin: one that will not fit raises
+    :class:`CheckpointSpaceError` instead of filling the disk."""
     tmp = begin_checkpoint(run_dir, step)
+    previous = latest_checkpoint(run_dir)
+    kept = f"the previous checkpoint {previous} is intact" if previous else "there is no earlier checkpoint"
+    estimate = max(expected_bytes, folder_bytes(previous) if previous else 0)
+    short = space_shortfall(tmp.parent, estimate)
+    if short:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointSpaceError(f"not enough free space for checkpoint step {step} in {tmp.parent}: "
+                                   f"{shortfall_text(estimate, *short)}; {kept}; free space, then continue with: "
+                                   f"rlxf train --resume {run_dir}")
     try:
         fill(tmp)
         (tmp / CHECKSUMS).write_text(json.dumps(file_digests(tmp), indent=1))
     except Exception as err:  # noqa: BLE001 - disk full, permissions, a serializer's own error: all alike here
         shutil.rmtree(tmp, ignore_errors=True)
-        previous = latest_checkpoint(run_dir)
-        kept = f"the previous checkpoint {previous} is intact" if previous else "there is no earlier checkpoint"
         raise CheckpointWriteError(f"writing checkpoint step {step} to {tmp} failed ({err}); {kept}") from err
     return commit_checkpoint(tmp, keep_last, keep_steps)
+
+
+def training_checkpoint_bytes(model: torch.nn.Module) -> int:
+    """About what a resumable checkpoint of ``model`` takes: its weights as saved, and AdamW's two moments of
+    each trainable parameter (in the parameter's dtype)."""
+    trainable = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    return weight_bytes(model) + 2 * trainable
 
 
 def checkpoint_step(checkpoint: Path) -> int:
