@@ -72,6 +72,17 @@ def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, ke
     return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best), expected_bytes)
 
 
+def settle_finished_checkpoints(run_dir: Path, state: RunState, checkpoint) -> None:
+    """A run that reached its last step keeps what a user needs (``checkpoint``: the config's section): the best
+    checkpoint, unless it is the last, holds the policy weights only; with ``keep_optimizer: none`` every one
+    does. The last one otherwise stays resumable (``--resume`` with more ``train.steps`` continues it)."""
+    last = ckpt.latest_checkpoint(run_dir)
+    for folder in ckpt.finished_checkpoints(run_dir):
+        best = ckpt.checkpoint_step(folder) == state.best_eval_step
+        if checkpoint.keep_optimizer == "none" or (best and folder != last):
+            ckpt.drop_training_state(folder)
+
+
 def load_run_state(checkpoint: Path) -> RunState:
     return RunState(**json.loads((checkpoint / "state.json").read_text()))
 
