@@ -13,7 +13,12 @@ from rlxf.loops.offline import run_offline
 from rlxf.loops.rl import train_rl
 from rlxf.loops.rl_session import RLSession
 from rlxf.loops.sft_loop import sft_objective
-from rlxf.train.checkpoint import CheckpointCorruptError, checkpoint_dir, commit_checkpoint, finished_checkpoints
+from rlxf.train.checkpoint import (
+    CheckpointCorruptError,
+    checkpoint_dir,
+    commit_checkpoint,
+    finished_checkpoints,
+)
 from tests.conftest import small_overrides
 
 # Held-out accuracy at steps 0..5: the best (0.9) at step 1, where no checkpoint is due (every 2 steps).

@@ -42,16 +42,33 @@ def run_dirs(root: Path) -> list[Path]:
 
 
 def is_finished(run_dir: Path) -> bool:
-    """The run reached its last step: its summary was written after its last metrics, not by a stop signal."""
-    summary, metrics = run_dir / "summary.json", run_dir / "metrics.jsonl"
-    if not summary.is_file():
-        return False
-    if metrics.is_file() and metrics.stat().st_mtime > summary.stat().st_mtime:
-        return False  # resumed since: running (or stopped) again
+    """The run reached its last step: a summary not written by a stop signal, and no step past the summary's
+    (a run resumed since, with more steps, logs or checkpoints them)."""
     try:
-        return "stopped_by" not in json.loads(summary.read_text())
-    except ValueError:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
         return False
+    steps = summary.get("steps")
+    if "stopped_by" in summary or not isinstance(steps, int):
+        return False
+    written = [int(p.name.removeprefix("step_").removesuffix(".tmp")) for p in (run_dir / CHECKPOINTS).glob("step_*")]
+    return max(written, default=0) <= steps and last_logged_step(run_dir / "metrics.jsonl") <= steps
+
+
+def last_logged_step(metrics: Path) -> int:
+    """The step of the last row of ``metrics.jsonl`` (0 when there is none)."""
+    try:
+        with metrics.open("rb") as handle:
+            handle.seek(max(0, metrics.stat().st_size - 65536))
+            rows = handle.read().decode(errors="replace").splitlines()
+    except OSError:
+        return 0
+    for row in reversed(rows):
+        try:
+            return int(json.loads(row)["step"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return 0
 
 
 def droppable(run_dir: Path) -> list[Droppable]:
