@@ -194,10 +194,11 @@ def cmd_prune(ns: argparse.Namespace) -> int:
     total = sum(item.bytes for item in items)
     if unfinished:
         print(f"left alone, not finished (they may resume from any checkpoint): {', '.join(map(str, unfinished))}")
+    places = f"{len(items)} place{'' if len(items) == 1 else 's'}"
     if ns.apply:
-        print(f"dropped {human_bytes(drop(items))} in {len(items)} places under {root}")
+        print(f"dropped {human_bytes(drop(items))} in {places} under {root}")
     else:
-        print(f"{human_bytes(total)} can be dropped in {len(items)} places under {root}; each finished run's last "
+        print(f"{human_bytes(total)} can be dropped in {places} under {root}; each finished run's last "
               f"checkpoint stays resumable. To drop it: rlxf prune {root} --apply")
     return 0
 
