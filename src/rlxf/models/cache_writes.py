@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from safetensors import SafetensorError
-
 from rlxf.errors import RlxfError
 
 # An unnamed staging folder is someone's build for at most this long (a 7B GGUF conversion takes minutes).
@@ -33,7 +31,9 @@ class CacheWriteError(RlxfError, OSError):
 
 
 def _reason(err: BaseException) -> str:
-    return f"{err.strerror}" if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0]
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return (str(err).splitlines() or [type(err).__name__])[0]
 
 
 @contextmanager
@@ -44,7 +44,8 @@ def cache_write(action: str) -> Iterator[None]:
         yield
     except RlxfError:
         raise
-    except (OSError, SafetensorError) as err:  # safetensors reports a failed write as its own error, not OSError
+    except Exception as err:  # noqa: BLE001 - disk full, a file-size limit, read-only, a serializer's own error
+        # (safetensors reports a failed write as SafetensorError, not OSError): all alike here, as for checkpoints
         raise CacheWriteError(f"{action} failed ({_reason(err)}); nothing was cached: free space "
                               "or point RLXF_CACHE_DIR at a writable folder with room") from err
 
