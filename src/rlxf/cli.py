@@ -1,6 +1,7 @@
 """Command line: ``rlxf train [RECIPE] [key=value ...]``, ``rlxf train --resume RUN_DIR``, ``rlxf serve-reward``,
 ``rlxf eval [RECIPE] [key=value ...] --model PATH [--model PATH]``, ``rlxf plot RUN_DIR ...``,
-``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``, ``rlxf config show [RECIPE] [key=value ...]``, ``rlxf --version``.
+``rlxf algorithms``, ``rlxf studio [RUNS_DIR]``, ``rlxf prune RUNS_DIR [--apply]``,
+``rlxf config show [RECIPE] [key=value ...]``, ``rlxf --version``.
 Thin: parse, load config, call a loop. Every error rlxf raises on purpose (``rlxf.errors.RlxfError``) is one
 ``rlxf:`` line on stderr: exit code 2 for a usage mistake, 1 for a run that failed; ``--debug`` or
 ``RLXF_DEBUG=1`` adds the traceback."""
@@ -180,6 +181,28 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
     return 1 if summary["failed"] else 0
 
 
+def cmd_prune(ns: argparse.Namespace) -> int:
+    from rlxf.disk_space import human_bytes
+    from rlxf.train.prune import drop, prune_plan
+
+    root = Path(ns.runs_dir)
+    if not root.is_dir():
+        raise ConfigError(f"prune: {root} is not a folder")
+    items, unfinished = prune_plan(root)
+    for item in items:
+        print(f"{human_bytes(item.bytes):>9}  {item.path}  {item.why}")
+    total = sum(item.bytes for item in items)
+    if unfinished:
+        print(f"left alone, not finished (they may resume from any checkpoint): {', '.join(map(str, unfinished))}")
+    places = f"{len(items)} place{'' if len(items) == 1 else 's'}"
+    if ns.apply:
+        print(f"dropped {human_bytes(drop(items))} in {places} under {root}")
+    else:
+        print(f"{human_bytes(total)} can be dropped in {places} under {root}; each finished run's last "
+              f"checkpoint stays resumable. To drop it: rlxf prune {root} --apply")
+    return 0
+
+
 def cmd_studio(ns: argparse.Namespace) -> int:
     from rlxf.studio.limits import InputError
 
@@ -309,6 +332,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "model.path=runs/sft/seed_{seed}/checkpoints/step_000300/policy")
     sweep.add_argument("--no-plot", action="store_true")
     sweep.set_defaults(func=cmd_sweep)
+    prune = command("prune", "list what can be dropped under a folder of runs (optimizer states of finished runs' "
+                    "checkpoints but the last, checkpoints past their keep rules) with sizes; --apply drops it",
+                    "rlxf prune runs", "rlxf prune runs/sweep --apply")
+    prune.add_argument("runs_dir", metavar="RUNS_DIR", help="a run directory, or a folder of them (any depth)")
+    prune.add_argument("--apply", action="store_true", help="drop what is listed (default: only list it)")
+    prune.set_defaults(func=cmd_prune)
     studio = command("studio", "local web app: watch runs, label preferences, train on the labels",
                      "rlxf studio runs", "rlxf studio runs --export 1 prefs.jsonl")
     studio.add_argument("runs_dir", nargs="?", default="runs", help="folder of run directories (default: runs)")

@@ -272,6 +272,11 @@ class CheckpointConfig(Section):
     keep_last: int = Field(2, ge=1, description="checkpoints kept (the oldest are deleted)")
     keep_best: bool = Field(True, description="also keep the checkpoint of the best held-out eval/accuracy (saved at "
                             "that step even when not due), past keep_last's rotation; summary.json names it")
+    keep_optimizer: Literal["last", "none"] = Field(
+        "last", description="what keeps the optimizer state (and critic) once training is done with it: last = a "
+        "finished run's last checkpoint (--resume continues it; the other keep_last ones stay resumable too, "
+        "rlxf prune drops theirs); none = no checkpoint of a finished run (weights only: it cannot be continued). "
+        "Either way the best checkpoint holds the policy weights only once a newer one is resumable")
 
 
 class AsyncRLConfig(Section):

@@ -10,7 +10,7 @@ import pytest
 from rlxf.cli import main, parse_command_line
 from tests.conftest import small_overrides
 
-COMMANDS = ("train", "eval", "plot", "serve-reward", "sweep", "studio", "algorithms", "config")
+COMMANDS = ("train", "eval", "plot", "serve-reward", "sweep", "prune", "studio", "algorithms", "config")
 
 
 def run(args: list[str], capsys) -> tuple[int, str]:

@@ -283,3 +283,67 @@ def test_quick_start_times_are_the_recorded_ones():
     assert int(train.group(2)) == round(record["make_train"]["with_setup_seconds"] / 60)
     assert int(test.group(1)) == round(record["make_test"]["with_setup_seconds"] / 60)
     assert "docs/quick_start_times.json" in readme
+
+
+# A recipe's header states its measured figures in one form (issue 44: smollm2_grpo.yaml's header described
+# the recipe before it changed): ``# Measured (docs/FILE.md#SECTION): METRIC START -> FINAL, ...`` (the line
+# may wrap). SECTION is the GitHub anchor of the docs heading whose table holds the figures.
+MEASURED = re.compile(r"Measured \((docs/[\w.-]+\.md)#([\w-]+)\): [^\d]*?(\d+\.\d+) -> (\d+\.\d+)")
+
+
+def recipe_header(recipe: Path) -> str:
+    lines = []
+    for line in recipe.read_text().splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").strip())
+    return " ".join(lines)
+
+
+def heading_anchor(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def doc_sections(path: Path) -> dict[str, str]:
+    """Anchor -> the text under that heading, up to the next heading of its level or above."""
+    sections, open_ = {}, []
+    for line in path.read_text().splitlines():
+        heading = re.match(r"^(#+) (.*)", line)
+        if heading:
+            level = len(heading.group(1))
+            open_ = [(lvl, anchor) for lvl, anchor in open_ if lvl < level]
+            open_.append((level, heading_anchor(heading.group(2))))
+            sections.setdefault(open_[-1][1], "")
+        for _, anchor in open_:
+            sections[anchor] += line + "\n"
+    return sections
+
+
+def leading_number(cell: str) -> float | None:
+    found = re.match(r"[\s*]*([+-]?\d+(?:\.\d+)?)", cell)
+    return float(found.group(1)) if found else None
+
+
+MEASURED_RECIPES = [r for r in RECIPES if MEASURED.search(recipe_header(r))]
+
+
+def test_the_recipes_with_docs_tables_state_their_figures_in_the_checked_form():
+    assert {r.name for r in MEASURED_RECIPES} >= {"smollm2_grpo.yaml", "smollm2_grpo_lora.yaml", "tool_use.yaml",
+                                                  "reasoning_gym.yaml", "grpo_reward_model.yaml", "distill.yaml",
+                                                  "grm.yaml"}
+
+
+@pytest.mark.parametrize("recipe", MEASURED_RECIPES, ids=lambda r: r.name)
+def test_a_recipes_measured_start_and_final_are_those_of_its_docs_table(recipe):
+    """The section the header names exists, names the recipe, and one row of its tables holds the stated
+    starting figure and, in a later column, the final one."""
+    doc, anchor, start, final = MEASURED.search(recipe_header(recipe)).groups()
+    sections = doc_sections(ROOT / doc)
+    assert anchor in sections, f"{recipe.name}: {doc} has no heading with the anchor #{anchor}"
+    section = sections[anchor]
+    assert recipe.name in section, f"{recipe.name}: {doc}#{anchor} does not name the recipe"
+    rows = [[leading_number(cell) for cell in line.strip().strip("|").split("|")]
+            for line in section.splitlines() if line.lstrip().startswith("|")]
+    assert any(float(start) in row and float(final) in row[row.index(float(start)) + 1:] for row in rows), (
+        f"{recipe.name}: no row of {doc}#{anchor}'s tables goes from {start} to {final}")

@@ -4,7 +4,7 @@ Layers, top to bottom (a module imports from its own layer or below):
 
     cli, studio, sweep, checked_config -> loops (and ``rlxf.config``) -> roles / eval / envs
         -> rewards / rollout / serving / train / runtime -> models / data / algos / tracking
-        -> batch, registry, awaitables, config_error, errors
+        -> batch, registry, awaitables, config_error, errors, disk_space
 
 ``rlxf.config`` is the assembled config tree and imports no loop; the sections live with the layer
 that uses them (``train/optim_config.py``, ``algos/config.py``, ``runtime/config.py``). What needs the
@@ -31,7 +31,8 @@ LAYERS = {
     "roles": 4, "eval": 4, "envs": 4,
     "rewards": 3, "rollout": 3, "serving": 3, "train": 3, "runtime": 3,
     "models": 2, "data": 2, "algos": 2, "tracking": 2,
-    "batch": 1, "registry": 1, "awaitables": 1, "freed_memory": 1, "config_error": 1, "errors": 1, "": 1,
+    "batch": 1, "registry": 1, "awaitables": 1, "freed_memory": 1, "config_error": 1, "errors": 1,
+    "disk_space": 1, "": 1,
 }
 def module_name(path: Path) -> str:
     parts = path.relative_to(SOURCE.parent).with_suffix("").parts

@@ -4,6 +4,7 @@ when no checkpoint is due) and survives ``keep_last`` rotation; summary.json nam
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -12,7 +13,12 @@ from rlxf.loops.offline import run_offline
 from rlxf.loops.rl import train_rl
 from rlxf.loops.rl_session import RLSession
 from rlxf.loops.sft_loop import sft_objective
-from rlxf.train.checkpoint import checkpoint_dir, commit_checkpoint, finished_checkpoints
+from rlxf.train.checkpoint import (
+    CheckpointCorruptError,
+    checkpoint_dir,
+    commit_checkpoint,
+    finished_checkpoints,
+)
 from tests.conftest import small_overrides
 
 # Held-out accuracy at steps 0..5: the best (0.9) at step 1, where no checkpoint is due (every 2 steps).
@@ -67,3 +73,45 @@ def test_without_keep_best_rotation_takes_it(tmp_path, tiny_model_dir, monkeypat
     summary = _run_rl(load_config(None, overrides), monkeypatch)
     assert summary["best_eval_step"] == 1 and summary["best_checkpoint"] is None
     assert [p.name for p in finished_checkpoints(run_dir)] == ["step_000005"]
+
+
+def _training_files(checkpoint):
+    return sorted(p.name for p in checkpoint.iterdir() if ".optimizer." in p.name or p.name == "critic.safetensors")
+
+
+@pytest.mark.parametrize("keep_last,every", [(1, 2), (2, 1)])
+def test_a_finished_runs_best_checkpoint_holds_the_policy_weights_only(tmp_path, tiny_model_dir, monkeypatch,
+                                                                       keep_last, every):
+    """Past rotation (keep_last 1: step 1 is the best, kept past the window) or within it (keep_last 2 with a
+    checkpoint every step: the best is step 4, next to the last): once the run is done, the best checkpoint
+    holds no optimizer state, loads in plain transformers and passes its checksums; the last stays resumable."""
+    from transformers import AutoModelForCausalLM
+
+    from rlxf.train.checkpoint import checkpoint_problem, is_resumable
+
+    run_dir = tmp_path / "rl"
+    scripted = [0.2, 0.9, 0.3, 0.5, 0.9, 0.4] if keep_last == 1 else [0.2, 0.3, 0.3, 0.5, 0.9, 0.4]
+    monkeypatch.setattr(sys.modules[__name__], "SCRIPTED", scripted)
+    overrides = small_overrides(run_dir, tiny_model_dir, steps=5) + [
+        "sft.steps=0", "eval.every=1", f"checkpoint.every={every}", f"checkpoint.keep_last={keep_last}"]
+    summary = _run_rl(load_config(None, overrides), monkeypatch)
+    best, last = checkpoint_dir(run_dir, summary["best_eval_step"]), checkpoint_dir(run_dir, 5)
+    assert summary["best_eval_step"] == (1 if keep_last == 1 else 4)
+    assert _training_files(best) == [] and not is_resumable(best)
+    assert checkpoint_problem(best) is None  # its checksums were rewritten without the dropped files
+    AutoModelForCausalLM.from_pretrained(best / "policy")
+    assert _training_files(last) == ["actor.optimizer.json", "actor.optimizer.safetensors"] and is_resumable(last)
+
+
+def test_keep_optimizer_none_leaves_weights_only_and_resume_says_so(tmp_path, tiny_model_dir, monkeypatch):
+    from rlxf.loops.rl import train_rl
+
+    run_dir = tmp_path / "rl"
+    overrides = small_overrides(run_dir, tiny_model_dir, steps=2) + ["sft.steps=0", "checkpoint.keep_optimizer=none"]
+    train_rl(load_config(None, overrides), write=lambda _: None)
+    assert all(_training_files(c) == [] for c in finished_checkpoints(run_dir))
+    said = []
+    with pytest.raises(CheckpointCorruptError, match="is whole and resumable"):
+        train_rl(load_config(None, [*overrides, "train.steps=3"]), resume=True, write=said.append)
+    assert said[0] == ("checkpoint step_000002 holds the policy weights only (no optimizer state): training cannot "
+                       "continue from it; falling back to the one before it")

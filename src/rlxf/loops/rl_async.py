@@ -47,6 +47,7 @@ from rlxf.loops.async_restart import RestartingProducer
 from rlxf.loops.batch_scorer import BatchScorer
 from rlxf.loops.rl import StageTimer, train_on_batch
 from rlxf.loops.rl_session import start_session
+from rlxf.loops.run_state import settle_finished_checkpoints
 from rlxf.loops.summary import write_summary
 from rlxf.runtime.weight_sync import exported_weights
 from rlxf.train.checkpoint import generator_state_to_json
@@ -128,4 +129,6 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
         producer.stop()
         progress.close()
         stopped = session.close()  # also on an error: release the roles and the stop-signal handlers
+    if not stopped:  # the run reached its last step
+        settle_finished_checkpoints(run_dir, state, config.checkpoint)
     return write_summary(run_dir, state, session.wall_seconds, state.step, {"max_staleness": acfg.max_staleness, **stopped})

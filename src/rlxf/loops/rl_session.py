@@ -43,7 +43,7 @@ from rlxf.roles.teacher import TeacherRole
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime import Runtime, build_runtime
 from rlxf.tracking.metrics import MetricsLogger
-from rlxf.train.checkpoint import latest_valid_checkpoint
+from rlxf.train.checkpoint import latest_valid_checkpoint, training_checkpoint_bytes
 from rlxf.train.ppo_batches import needs_old_log_probs
 
 NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
@@ -75,6 +75,7 @@ class RLSession:
     prior_wall: float
     write: Callable[[str], None] = print
     stop: StopSignals = field(default_factory=StopSignals)
+    checkpoint_bytes: int = 0  # a resumable checkpoint's estimated size: the free space is checked against it
 
     def save(self, at_state: RunState, metrics: dict[str, float] | None = None) -> None:
         """A checkpoint of ``at_state`` and the step's ``metrics`` so far."""
@@ -82,7 +83,7 @@ class RLSession:
         at_state.step_metrics = dict(metrics or {})
         at_state.kl_coef = self.kl_control.value
         save_checkpoint(self.run_dir, at_state, self.actor, self.critic, self.context.tokenizer,
-                        self.config.checkpoint.keep_last, self.config.checkpoint.keep_best)
+                        self.config.checkpoint.keep_last, self.config.checkpoint.keep_best, self.checkpoint_bytes)
 
     def evaluate(self, rollout=None, step: int | None = None) -> dict[str, float]:
         """Held-out greedy evaluation with ``rollout`` (default: the session's rollout role); with
@@ -166,6 +167,8 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         warm_up_with_sft(config, policy, context, rollout, write)
     if config.model.lora is not None:  # adapters on the policy; the reference is the adapter switched off
         policy = attach_lora(config, policy, run_dir, checkpoint)
+    # the critic is a value head on a copy of the policy: about as big, with its own optimizer state
+    checkpoint_bytes = training_checkpoint_bytes(policy) * (2 if config.algorithm.use_critic else 1)
     reference = place_reference(config, runtime, policy, context, run_dir / "reference", fresh=checkpoint is None)
     teacher = place_teacher(config, runtime, context)  # read from model.teacher_path again on resume: frozen
     actor, critic = place_trainers(config, runtime, policy, context)
@@ -182,6 +185,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
             tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, config.algorithm.ppo_epochs),
         logger=MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write),
         started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
+        checkpoint_bytes=checkpoint_bytes,
     )
     if checkpoint:
         resume_from(session, checkpoint)

@@ -60,7 +60,8 @@ class RunState:
 
 
 def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, keep_last: int,
-                    keep_best: bool = False) -> Path:
+                    keep_best: bool = False, expected_bytes: int = 0) -> Path:
+    """``expected_bytes``: the checkpoint's estimated size, checked against the free space before writing."""
     def fill(folder: Path) -> None:
         actor.save_checkpoint(folder)
         save_tokenizer(tokenizer, folder / "policy")
@@ -68,7 +69,18 @@ def save_checkpoint(run_dir: Path, state: RunState, actor, critic, tokenizer, ke
             critic.save_checkpoint(folder)
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))
 
-    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best))
+    return ckpt.write_checkpoint(run_dir, state.step, keep_last, fill, state.kept_steps(keep_best), expected_bytes)
+
+
+def settle_finished_checkpoints(run_dir: Path, state: RunState, checkpoint) -> None:
+    """A run that reached its last step keeps what a user needs (``checkpoint``: the config's section): the best
+    checkpoint, unless it is the last, holds the policy weights only; with ``keep_optimizer: none`` every one
+    does. The last one otherwise stays resumable (``--resume`` with more ``train.steps`` continues it)."""
+    last = ckpt.latest_checkpoint(run_dir)
+    for folder in ckpt.finished_checkpoints(run_dir):
+        best = ckpt.checkpoint_step(folder) == state.best_eval_step
+        if checkpoint.keep_optimizer == "none" or (best and folder != last):
+            ckpt.drop_training_state(folder)
 
 
 def load_run_state(checkpoint: Path) -> RunState:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rlxf.disk_space import folder_bytes
 from rlxf.tracking.peak_memory import peak_rss_mb
-from rlxf.train.checkpoint import checkpoint_dir, latest_checkpoint
+from rlxf.train.checkpoint import checkpoint_dir, finished_checkpoints, latest_checkpoint
 
 
 def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: dict | None = None) -> dict:
@@ -23,6 +24,9 @@ def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: 
         "steps": steps,
         "wall_seconds": round(wall_seconds, 2),
         "peak_rss_mb": peak_rss_mb(),  # this process's high-water mark (roles in other processes not counted)
+        # the run's footprint on disk when it ended: its whole folder (summary.json aside), and each checkpoint
+        "disk_bytes": folder_bytes(run_dir),
+        "checkpoint_bytes": {folder.name: folder_bytes(folder) for folder in finished_checkpoints(run_dir)},
         **(extra or {}),
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -5,8 +5,9 @@ transformers reads GGUF (``from_pretrained(folder, gguf_file=...)``) but marks s
 ``quantization_config``, so every checkpoint written later fails. Here the dequantized weights are written
 once, with no quantization config, beside the tokenizer (chat template included) and the generation config,
 into rlxf's cache under the file's sha256: the folder is built under a temporary name and renamed, so a run
-killed half-way leaves no folder that looks finished. Every checkpoint rlxf writes from it then loads in
-plain transformers. The weights are the file's (e.g. 4-bit) ones dequantized, not the original model's.
+killed half-way leaves no folder that looks finished (the next conversion removes what it staged). Free space is
+checked before the weights are written; a write that fails is one ``rlxf:`` line (models/cache_writes.py). Every
+checkpoint rlxf writes from it then loads in plain transformers. The weights are the file's (e.g. 4-bit) ones dequantized, not the original model's.
 """
 
 from __future__ import annotations
@@ -15,13 +16,13 @@ import hashlib
 import importlib.util
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 from rlxf.config_error import ConfigError
+from rlxf.disk_space import check_free_space
+from rlxf.models.cache_writes import cache_write, staging_folder
 
 GGUF_SUFFIX = ".gguf"
 DONE_MARKER = "rlxf_gguf_source.txt"  # written last: a folder without it is not finished
@@ -76,9 +77,8 @@ def converted_folder(path: str, cache_root: Path) -> str:
     target = cache_root / f"gguf-{gguf.stem}-{digest[:16]}"
     if (target / DONE_MARKER).exists():
         return str(target)
-    cache_root.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=cache_root))
-    try:
+    what = f"the conversion of {gguf.name}"
+    with staging_folder(target, what) as building:
         logger.info("rlxf: converting %s to a safetensors folder (once; cached in %s)", gguf, target)
         write_dequantized(gguf, building)
         (building / DONE_MARKER).write_text(f"dequantized from {gguf.name} (sha256 {digest})\n")
@@ -87,8 +87,6 @@ def converted_folder(path: str, cache_root: Path) -> str:
         except OSError:  # another process finished first: its folder is the same conversion
             if not (target / DONE_MARKER).exists():
                 raise
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
     return str(target)
 
 
@@ -108,7 +106,12 @@ def write_dequantized(gguf: Path, out_dir: Path) -> None:
         if holder is not None and hasattr(holder, "quantization_config"):
             delattr(holder, "quantization_config")
     model.config.name_or_path = str(out_dir)
-    from rlxf.models.saving import save_model
+    from rlxf.models.saving import TOKENIZER_BYTES, save_model, weight_bytes
 
-    save_model(model, out_dir)
-    tokenizer.save_pretrained(out_dir)
+    what = f"the conversion of {gguf.name}"
+    # the tokenizer's files (a BPE vocabulary and merges) are a few MB: counted generously
+    check_free_space(out_dir.parent, weight_bytes(model) + 16 * TOKENIZER_BYTES, what)
+    with cache_write(f"writing the weights of {what} to {out_dir}"):
+        save_model(model, out_dir)
+    with cache_write(f"writing the tokenizer files of {what} to {out_dir}"):
+        tokenizer.save_pretrained(out_dir)

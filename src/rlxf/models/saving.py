@@ -41,3 +41,17 @@ def save_model(model: torch.nn.Module, folder: str | Path, state_dict: dict[str,
     """``model.save_pretrained(folder)`` (``state_dict``: the weights to write instead of the model's own)."""
     with _deepspeed_unwrap_skipped():
         model.save_pretrained(folder, state_dict=state_dict)
+
+
+TOKENIZER_BYTES = 1 << 20  # a character tokenizer's files and the configs (a few kB), counted generously
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of ``model``'s weights as saved (a tensor tied to another counted once)."""
+    seen, total = set(), 0
+    for tensor in model.state_dict().values():
+        key = (tensor.untyped_storage().data_ptr(), tensor.storage_offset())
+        if key not in seen:
+            seen.add(key)
+            total += tensor.numel() * tensor.element_size()
+    return total

@@ -6,15 +6,15 @@ The default recipe and the tests use it: nothing is downloaded. About 3.2M param
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from rlxf.disk_space import check_free_space
+from rlxf.models.cache_writes import cache_write, staging_folder
 from rlxf.models.char_tokenizer import build_char_tokenizer
-from rlxf.models.saving import save_model
+from rlxf.models.saving import TOKENIZER_BYTES, save_model, weight_bytes
 
 
 def tiny_llama_config(
@@ -48,7 +48,8 @@ def build_tiny_model(
 ) -> Path:
     """Create a randomly initialised tiny Llama + char tokenizer in ``out_dir`` (idempotent). The folder
     is written under a temporary name and renamed into place, so runs sharing a cache folder never
-    read a half-written model (the first rename wins; the others discard their copy)."""
+    read a half-written model (the first rename wins; the others discard their copy). A write that
+    fails, or a disk without room for it, is one ``rlxf:`` line (models/cache_writes.py)."""
     out_dir = Path(out_dir)
     if (out_dir / "config.json").exists() and (out_dir / "tokenizer.json").exists():
         return out_dir
@@ -58,14 +59,17 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
-    save_model(model, staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        staging.rename(out_dir)
-    except OSError:  # built meanwhile by another process (or a leftover folder): keep that one
-        shutil.rmtree(staging, ignore_errors=True)
-        if not (out_dir / "config.json").exists():
-            raise
+    what = f"the tiny model {out_dir.name}"
+    check_free_space(out_dir.parent, weight_bytes(model) + TOKENIZER_BYTES, what)
+    with staging_folder(out_dir, what) as staging:
+        with cache_write(f"writing the weights of {what} to {staging}"):
+            save_model(model, staging)
+        with cache_write(f"writing the tokenizer files of {what} to {staging}"):
+            tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(out_dir)
+        except OSError:  # built meanwhile by another process (or a leftover folder): keep that one
+            if not (out_dir / "config.json").exists():
+                raise
     return out_dir
+
