@@ -155,7 +155,7 @@ def run_sweep(request: SweepRequest, write: Callable[[str], None] = print) -> in
         write(f"{stop.requested.name} received: the running seeds stopped at a checkpoint; continue with: "
               f"rlxf {shlex.join(sys.argv[1:])}")
         return 128 + stop.requested.value
-    return 1 if summary["failed"] else 0
+    return 0 if summary["complete"] else 1  # a seed failed (or, never here, was left unfinished)
 
 
 def report_from_disk(out: Path, metric: str | None, plot: bool = True) -> tuple[dict, str]:
