@@ -157,28 +157,27 @@ def cmd_serve_reward(ns: argparse.Namespace) -> int:
 
 
 def cmd_sweep(ns: argparse.Namespace) -> int:
-    from rlxf.checked_config import load_config
-    from rlxf.sweep.report import markdown_table, plot_band, summarize
-    from rlxf.sweep.runs import run_seeds, seed_overrides
+    from rlxf.sweep.command import DEFAULT_METRIC, SweepRequest, report_from_disk, run_sweep
 
+    if ns.report:
+        if ns.args or ns.per_seed:
+            raise ConfigError(f"--report {ns.report} rebuilds a sweep's report from its folder: give no recipe, "
+                              "overrides or --per-seed")
+        _, table = report_from_disk(Path(ns.report), ns.metric, plot=not ns.no_plot)
+        print(table)
+        print(f"written: {Path(ns.report) / 'sweep.json'}, {Path(ns.report) / 'sweep.md'}")
+        return 0
     recipe, overrides = _split_recipe(ns.args)
     for override in ns.per_seed:
         if "=" not in override or "{seed}" not in override:
             raise ConfigError(f"--per-seed {override}: expected key.path=VALUE with {{seed}} in the value")
-    seeds = list(range(ns.first_seed, ns.first_seed + ns.seeds))
-    for seed in seeds:  # a wrong key fails here, once, not in every seed's run
-        load_config(recipe, [*overrides, *seed_overrides(ns.per_seed, seed)])
-    out = Path(ns.out)
-    runs = run_seeds(recipe, overrides, seeds, out, ns.metric, ns.parallel or (os.cpu_count() or 1), ns.per_seed)
-    summary = summarize(runs, ns.metric)
-    (out / "sweep.json").write_text(json.dumps(summary, indent=1) + "\n")
-    table = markdown_table(summary)
-    (out / "sweep.md").write_text(table)
-    if summary["per_seed"] and not ns.no_plot:
-        plot_band(runs, ns.metric, out / "sweep.png", f"{recipe or 'default recipe'}: {len(seeds)} seeds")
-    print(table)
-    print(f"written: {out / 'sweep.json'}, {out / 'sweep.md'}" + ("" if ns.no_plot else f", {out / 'sweep.png'}"))
-    return 1 if summary["failed"] else 0
+    if ns.seeds < 1:
+        raise ConfigError(f"--seeds {ns.seeds}: give at least 1 seed")
+    if ns.parallel != "auto" and (not ns.parallel.isdigit() or int(ns.parallel) < 1):
+        raise ConfigError(f"--parallel {ns.parallel}: give a number of runs at once (1 or more) or auto")
+    return run_sweep(SweepRequest(
+        recipe, overrides, list(range(ns.first_seed, ns.first_seed + ns.seeds)), ns.metric or DEFAULT_METRIC,
+        None if ns.parallel == "auto" else int(ns.parallel), ns.per_seed, Path(ns.out), plot=not ns.no_plot))
 
 
 def cmd_prune(ns: argparse.Namespace) -> int:
@@ -319,13 +318,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workers", type=int, default=4, help="reward calls at once")
     serve.add_argument("--no-merge", action="store_true", help="never merge concurrent requests into one call")
     serve.set_defaults(func=cmd_serve_reward)
-    sweep = command("sweep", "run a recipe over several seeds; held-out metric per seed, mean ± std, worst",
-                    "rlxf sweep recipes/dpo.yaml --seeds 5", "rlxf sweep train.steps=40 --seeds 3 --out runs/sweep40")
+    sweep = command("sweep", "run a recipe over several seeds; held-out metric per seed, mean ± std, worst. The same "
+                    "command into the same --out continues a sweep: finished seeds are kept, cut ones resume",
+                    "rlxf sweep recipes/dpo.yaml --seeds 5", "rlxf sweep train.steps=40 --seeds 3 --out runs/sweep40",
+                    "rlxf sweep --report runs/sweep40   # the table from the folders, while it runs or after a cut")
     sweep.add_argument("args", nargs="*", help="[RECIPE.yaml] [key.path=value ...]")
     sweep.add_argument("--seeds", type=int, default=5, help="how many seeds (default 5)")
     sweep.add_argument("--first-seed", type=int, default=0)
-    sweep.add_argument("--parallel", type=int, default=0, help="runs at once, one thread each (default: cores)")
-    sweep.add_argument("--metric", default="eval/accuracy", help="held-out metric from metrics.jsonl")
+    sweep.add_argument("--parallel", default="auto",
+                       help="runs at once, one thread each; auto (default): as many as the cores and the memory "
+                            "hold (a number that the memory does not hold is refused)")
+    sweep.add_argument("--metric", help="held-out metric from metrics.jsonl (default eval/accuracy)")
+    sweep.add_argument("--report", metavar="OUT", help="rebuild sweep.json/.md/.png of the sweep in OUT from its "
+                       "run folders (finished and unfinished seeds apart) and exit")
     sweep.add_argument("--out", default="runs/sweep", help="folder for the runs, sweep.json/.md/.png")
     sweep.add_argument("--per-seed", action="append", default=[], metavar="KEY=VALUE",
                        help="an override with {seed} in its value, filled in per seed (repeatable), e.g. "

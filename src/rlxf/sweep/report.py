@@ -1,12 +1,19 @@
 """A sweep's numbers: per seed initial / final / best held-out metric, mean and standard deviation over
-seeds, the worst seed's gain, as JSON, a markdown table and a PNG of the curves with a band."""
+seeds, the worst seed's gain, as JSON, a markdown table and a PNG of the curves with a band.
+
+Only finished seeds enter the numbers; a seed cut mid-run (``partial``: it continues when the sweep runs
+again), one that failed and one not started yet are listed apart, so a table written while the sweep runs
+(each time a seed ends) or rebuilt from disk (``rlxf sweep --report OUT``) never mixes them."""
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
 from pathlib import Path
 
 from rlxf.sweep.runs import SeedRun
+from rlxf.sweep.seed_state import NEW, PARTIAL
 
 
 def _mean_std(values: list[float]) -> dict:
@@ -23,14 +30,18 @@ def summarize(runs: list[SeedRun], metric: str) -> dict:
         "seeds": [r.seed for r in runs],
         "per_seed": rows,
         "failed": [{"seed": r.seed, "returncode": r.returncode, "log": str(r.run_dir.parent / f"seed_{r.seed}.log")}
-                   for r in runs if not r.ok],
+                   for r in runs if not r.ok and r.state not in (PARTIAL, NEW)],
+        "partial": [{"seed": r.seed, "checkpoint_step": r.checkpoint_step, "curve": r.curve}
+                    for r in runs if r.state == PARTIAL],
+        "not_started": [r.seed for r in runs if r.state == NEW],
     }
+    out["complete"] = len(rows) == len(runs)
     if rows:
         for key in ("initial", "final", "best", "gain"):
             out[key] = _mean_std([row[key] for row in rows])
         worst = min(rows, key=lambda row: row["gain"])
         out["worst_seed"] = {"seed": worst["seed"], "gain": worst["gain"]}
-        out["every_seed_improved"] = all(row["gain"] > 0 for row in rows) and not out["failed"]
+        out["every_seed_improved"] = all(row["gain"] > 0 for row in rows) and out["complete"]
         out["wall_seconds"] = round(sum(row["wall_seconds"] for row in rows), 1)
     return out
 
@@ -49,6 +60,12 @@ def markdown_table(summary: dict) -> str:
                       f"every seed improved: {summary['every_seed_improved']}"]
     for failed in summary["failed"]:
         lines.append(f"seed {failed['seed']} failed (exit {failed['returncode']}): see {failed['log']}")
+    for cut in summary.get("partial", []):
+        latest = f"; {summary['metric']} {cut['curve'][-1][1]:.3f} at step {cut['curve'][-1][0]}" if cut["curve"] else ""
+        at = "no checkpoint yet" if cut["checkpoint_step"] is None else f"last checkpoint at step {cut['checkpoint_step']}"
+        lines.append(f"seed {cut['seed']} not finished ({at}{latest}): the same rlxf sweep continues it")
+    if summary.get("not_started"):
+        lines.append(f"not started yet: seed {', '.join(map(str, summary['not_started']))}")
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +93,10 @@ def plot_band(runs: list[SeedRun], metric: str, out: Path, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
     for r in done:
         ax.plot(*zip(*r.curve), color="tab:blue", alpha=0.3, linewidth=1)
+    cut = [r for r in runs if r.state == PARTIAL and r.curve]
+    for i, r in enumerate(cut):  # not in the mean: its last steps are still to come
+        ax.plot(*zip(*r.curve), color="tab:gray", linestyle="--", linewidth=1,
+                label=f"not finished ({len(cut)} seeds)" if i == 0 else None)
     steps = sorted({s for r in done for s, _ in r.curve if all(s in dict(x.curve) for x in done)})
     if steps:
         mean = [statistics.fmean(dict(r.curve)[s] for r in done) for s in steps]
@@ -92,3 +113,23 @@ def plot_band(runs: list[SeedRun], metric: str, out: Path, title: str) -> Path:
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def write_report(out: Path, runs: list[SeedRun], metric: str, title: str, plot: bool = True) -> tuple[dict, str]:
+    """``sweep.json``, ``sweep.md`` and (with a finished or partial curve, and ``plot``) ``sweep.png`` in ``out``,
+    each written whole under a temporary name and renamed: a reader never sees half a report."""
+    summary = summarize(runs, metric)
+    table = markdown_table(summary)
+    _replace(out / "sweep.json", json.dumps(summary, indent=1) + "\n")
+    _replace(out / "sweep.md", table)
+    if plot and any(r.ok or r.state == PARTIAL and r.curve for r in runs):
+        staging = out / ".sweep.tmp.png"
+        plot_band(runs, metric, staging, title)
+        os.replace(staging, out / "sweep.png")
+    return summary, table
+
+
+def _replace(path: Path, text: str) -> None:
+    staging = path.with_name(f".{path.name}.tmp")
+    staging.write_text(text)
+    os.replace(staging, path)
