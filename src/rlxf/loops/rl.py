@@ -159,6 +159,8 @@ def run_steps(session: RLSession) -> None:
 
     progress = session.progress_bar()
     for step in range(state.step + 1, tcfg.steps + 1):
+        if session.stop.requested:  # came before this step (during the step-0 evaluation): that one is saved
+            break
         timer = StageTimer(config.runtime.trim_memory)
         step_start = time.perf_counter()
         metrics: dict[str, float] = {}

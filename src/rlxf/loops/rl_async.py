@@ -91,6 +91,8 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
     progress = session.progress_bar()
     try:
         for step in range(state.step + 1, tcfg.steps + 1):
+            if session.stop.requested:  # came before this step (during the step-0 evaluation): that one is saved
+                break
             timer, metrics, step_start = StageTimer(config.runtime.trim_memory), {}, time.perf_counter()
             with timer("wait_for_rollout"):
                 item = producer.get()
