@@ -170,6 +170,9 @@ class EnvConfig(Section):
     turn_barrier: bool = Field(False, description="lockstep turns: nobody decodes again until every environment of "
                                "the turn has answered (false: each trajectory advances when its own one answers)")
     max_concurrent_steps: int = Field(64, ge=1, description="environment steps running at the same time")
+    max_failed_steps: int = Field(3, ge=0, description="steps in a row in which every trajectory failed before it "
+                                  "was scored (every agent crashed or timed out) stop the run with the first "
+                                  "failure's reason; 0 = never")
 
 
 class MonitorConfig(Section):

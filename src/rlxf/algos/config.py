@@ -99,7 +99,7 @@ class AlgorithmConfig(BaseModel):
             if twin is not None:
                 raise ValueError(f"algorithm.name={name} but every other algorithm field is preset {twin}'s "
                                  f"(advantage_estimator={given['advantage_estimator']}, use_critic="
-                                 f"{given['use_critic']}): remove those fields to train {name}, or set "
+                                 f"{str(given['use_critic']).lower()}): remove those fields to train {name}, or set "
                                  f"algorithm.name={twin}")
         filled = {"name": name}
         for key, preset_value in PRESETS[name].items():
