@@ -342,6 +342,18 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _groups_of_more_than_one(self) -> Config:
+        from rlxf.algos.advantages import GROUP_BASELINE_ONLY
+
+        estimator = self.algorithm.advantage_estimator
+        if self.loop in ("rl", "rl_async") and self.rollout.n_samples == 1 and estimator in GROUP_BASELINE_ONLY:
+            raise ValueError(f"algorithm.advantage_estimator={estimator} compares each response with the other "
+                             "samples of its prompt: with rollout.n_samples=1 every advantage is 0 and nothing "
+                             "trains; set rollout.n_samples=2 or more (or an estimator with another baseline: "
+                             "gae, reinforce_pp, remax)")
+        return self
+
+    @model_validator(mode="after")
     def _teacher_given(self) -> Config:
         if self.loop in ("rl", "rl_async") and self.algorithm.uses_teacher and not self.model.teacher_path:
             raise ValueError(f"algorithm.advantage_estimator={self.algorithm.advantage_estimator} scores the "
