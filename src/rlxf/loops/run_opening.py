@@ -4,6 +4,7 @@ can be refused is refused before anything in the folder changes."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,9 @@ def open_run(config: Config, resume: bool, write: Callable[[str], None]) -> Open
         write(f"no checkpoint in {run_dir}: starting the run from the beginning")
     if checkpoint is not None:
         done, steps = load_run_state(checkpoint).step, steps_of(config)
-        if done >= steps:  # a resume that trains nothing says so, and rewrites nothing of the run
+        # a resume that trains nothing says so and rewrites nothing of the run; a run killed after its last
+        # checkpoint but before that step's metrics line or summary still resumes (it writes them)
+        if done >= steps and _summary_steps(run_dir) == done and _last_logged_step(run_dir) == done:
             key = steps_key(config.loop)
             raise ConfigError(f"--resume {run_dir}: nothing to train: its last checkpoint is step {done} and "
                               f"{key}={steps}; to train on, give more steps ({key}={done + max(steps, 1)})")
@@ -42,3 +45,20 @@ def open_run(config: Config, resume: bool, write: Callable[[str], None]) -> Open
         stop.restore()
         raise
     return OpenedRun(run_dir, checkpoint, folder, stop)
+
+
+def _summary_steps(run_dir: Path) -> int | None:
+    """The step ``summary.json`` was written at (None: no summary yet, or not readable)."""
+    try:
+        return json.loads((run_dir / "summary.json").read_text()).get("steps")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _last_logged_step(run_dir: Path) -> int | None:
+    """The step of ``metrics.jsonl``'s last line (None: none, or not readable)."""
+    try:
+        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+        return json.loads(lines[-1]).get("step") if lines else None
+    except (OSError, ValueError, AttributeError):
+        return None
