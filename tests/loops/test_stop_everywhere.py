@@ -55,7 +55,7 @@ def folder_listing(folder: Path) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("loop, sig", [
-    ("sft", signal.SIGTERM),
+    pytest.param("sft", signal.SIGTERM, marks=pytest.mark.slow),  # ~25 s: two processes, each loads torch
     pytest.param("dpo", signal.SIGINT, marks=pytest.mark.slow),
     pytest.param("reward_model", signal.SIGTERM, marks=pytest.mark.slow),
 ])
@@ -109,6 +109,7 @@ def finished_run(run_dir: Path, tiny_model_dir: str) -> dict[str, int]:
     return folder_listing(run_dir)
 
 
+@pytest.mark.slow  # ~25 s: a finished run first, then the stopped one
 def test_a_stop_during_the_sft_warm_up_leaves_the_previous_run_as_it_was(tmp_path, tiny_model_dir):
     run_dir = tmp_path / "victim"
     before = finished_run(run_dir, tiny_model_dir)
