@@ -12,12 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlxf.config import Config, ConfigError, build_config_tree, read_config_tree
-from rlxf.loops import LOOPS
+from rlxf.loops import LOOPS, steps_key
 from rlxf.loops.refusals import refusal_of
 from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.runtime import RUNTIMES
 
-__all__ = ["build_config", "check_config", "load_config"]
+__all__ = ["build_config", "check_config", "load_config", "refuse_foreign_steps", "resume_changes"]
 
 
 def check_config(config: Config) -> Config:
@@ -42,3 +42,41 @@ def build_config(tree: dict) -> Config:
 def load_config(recipe: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
     """The checked config of ``recipe`` (the default recipe when None) with dotted ``key=value`` overrides."""
     return build_config(read_config_tree(recipe, overrides))
+
+
+def refuse_foreign_steps(config: Config, overrides: list[str] | tuple[str, ...]) -> None:
+    """``train.steps=N`` on the command line of a loop that counts its steps with another key (``sft.steps``,
+    ``preference.steps``) would be ignored: refused, naming the key that counts. Only the command line is
+    read: a recipe or a saved ``config.yaml`` spells out every key, ``train.steps`` among them."""
+    key = steps_key(config.loop)
+    for text in overrides:
+        name, _, value = text.partition("=")
+        if name == "train.steps" and key != "train.steps":
+            raise ConfigError(f"train.steps={value}: loop {config.loop} counts its steps with {key} "
+                              f"(train.steps is the RL loops'): write {key}={value}")
+
+
+def resume_changes(saved: Config, config: Config) -> list[str]:
+    """What a resume with overrides changes in what trains: one line naming every changed key (none when
+    nothing but the step count changed). A change the checkpoint cannot carry is refused: a critic the
+    checkpoint does not hold."""
+    if config.algorithm.use_critic and not saved.algorithm.use_critic and config.loop in ("rl", "rl_async"):
+        raise ConfigError(f"--resume {config.run_dir}: algorithm.name={config.algorithm.name} trains a critic "
+                          f"(use_critic=true), and the run ({saved.algorithm.name}) has none in its checkpoints: "
+                          "start a new run from its policy (model.path=RUN/checkpoints/step_N/policy) instead")
+    old, new = _flat(saved.model_dump(mode="json")), _flat(config.model_dump(mode="json"))
+    ignored = {"run_dir", steps_key(config.loop)}
+    changed = [f"{k} {old.get(k)} -> {new.get(k)}" for k in sorted(old.keys() | new.keys())
+               if k not in ignored and old.get(k) != new.get(k)]
+    return [f"resuming with changed settings (the steps from the checkpoint on train with these): "
+            f"{', '.join(changed)}"] if changed else []
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

@@ -40,7 +40,7 @@ def _write(text: str) -> None:
 
 
 def cmd_train(ns: argparse.Namespace) -> int:
-    from rlxf.checked_config import load_config
+    from rlxf.checked_config import load_config, refuse_foreign_steps, resume_changes
     from rlxf.loops import get_loop
 
     recipe, overrides = _split_recipe(ns.args)
@@ -49,15 +49,23 @@ def cmd_train(ns: argparse.Namespace) -> int:
         if not saved.exists():
             raise ConfigError(f"--resume {ns.resume}: no config.yaml there (is it a run directory?)")
         config = load_config(recipe or saved, [*overrides, f"run_dir={ns.resume}"])
+        refuse_foreign_steps(config, overrides)
+        for line in resume_changes(load_config(saved, [f"run_dir={ns.resume}"]), config):
+            _write(line)
     else:
         config = load_config(recipe, overrides)
+        refuse_foreign_steps(config, overrides)
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
     if config.logging.plot:
         _plot_finished_run(Path(config.run_dir))
     print(f"run directory: {config.run_dir}")
     stopped_by = summary.get("stopped_by")  # a stop signal ended the run early (loops/stop_signals.py)
-    return 128 + signal.Signals[stopped_by].value if stopped_by else 0
+    if not stopped_by:
+        return 0
+    print(f"rlxf: {stopped_by} received: stopped after step {summary['steps']}, which is checkpointed; "
+          f"continue with: rlxf train --resume {config.run_dir}", file=sys.stderr)
+    return 128 + signal.Signals[stopped_by].value
 
 
 def _plot_finished_run(run_dir: Path) -> None:
@@ -271,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rlxf", description="Reinforcement learning from any feedback for LLMs.", formatter_class=formatter,
         epilog=_examples("rlxf train                              # the default recipe: SFT, then GRPO on addition",
-                         "rlxf train recipes/dpo.yaml train.steps=50", "rlxf config show algorithm.name=ppo",
+                         "rlxf train recipes/dpo.yaml preference.steps=50", "rlxf config show algorithm.name=ppo",
                          "rlxf train --help"))
     parser.add_argument("--version", action="version", version=_version())
     parser.add_argument("--debug", action="store_true", help=DEBUG_HELP)
@@ -406,6 +414,19 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"rlxf: {one_line(err)}", file=sys.stderr)
         return err.exit_code
+    except KeyboardInterrupt as err:  # Ctrl-C before a loop handles signals, or a second stop signal in one
+        if debug_wanted(ns):
+            traceback.print_exc()
+        print(f"rlxf: {_interrupted(err)}", file=sys.stderr)
+        return getattr(err, "exit_code", 128 + signal.SIGINT.value)
+
+
+def _interrupted(err: KeyboardInterrupt) -> str:
+    stop = getattr(err, "signal", None)  # loops/stop_signals.py's StoppedAtOnce: the second signal of a run
+    if stop is None:
+        return "interrupted (Ctrl-C)"
+    return (f"a second {stop.name} stopped the run at once: the step in progress is dropped, the last checkpoint "
+            "is kept (rlxf train --resume RUN_DIR continues from it; a run without one is left as it was found)")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -170,6 +170,9 @@ class EnvConfig(Section):
     turn_barrier: bool = Field(False, description="lockstep turns: nobody decodes again until every environment of "
                                "the turn has answered (false: each trajectory advances when its own one answers)")
     max_concurrent_steps: int = Field(64, ge=1, description="environment steps running at the same time")
+    max_failed_steps: int = Field(3, ge=0, description="steps in a row in which every trajectory failed before it "
+                                  "was scored (every agent crashed or timed out) stop the run with the first "
+                                  "failure's reason; 0 = never")
 
 
 class MonitorConfig(Section):
@@ -341,6 +344,18 @@ class Config(Section):
                 f"train.micro_batch_size ({self.train.micro_batch_size}) must divide "
                 f"train.mini_batch_size ({self.train.mini_batch_size})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _groups_of_more_than_one(self) -> Config:
+        from rlxf.algos.advantages import GROUP_BASELINE_ONLY
+
+        estimator = self.algorithm.advantage_estimator
+        if self.loop in ("rl", "rl_async") and self.rollout.n_samples == 1 and estimator in GROUP_BASELINE_ONLY:
+            raise ValueError(f"algorithm.advantage_estimator={estimator} compares each response with the other "
+                             "samples of its prompt: with rollout.n_samples=1 every advantage is 0 and nothing "
+                             "trains; set rollout.n_samples=2 or more (or an estimator with another baseline: "
+                             "gae, reinforce_pp, remax)")
         return self
 
     @model_validator(mode="after")

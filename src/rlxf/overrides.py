@@ -77,6 +77,7 @@ def apply_overrides(tree: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     """``tree`` with the overrides applied, in order (the recipe's foreign task_args dropped, see the module)."""
     data = tree.get("data") if isinstance(tree.get("data"), dict) else {}
     recipe_task, recipe_args = data.get("task"), data.get("task_args")
+    recipe_algorithm = dict(tree["algorithm"]) if isinstance(tree.get("algorithm"), dict) else {}
     touched = []
     for text in overrides:
         key, value = parse_override(text)
@@ -85,7 +86,30 @@ def apply_overrides(tree: dict, overrides: list[str] | tuple[str, ...]) -> dict:
     args_given = any(key[:2] == ["data", "task_args"] or key == ["data"] for key in touched)
     if any(key == ["data", "task"] for key in touched) and isinstance(recipe_args, dict) and not args_given:
         _drop_foreign_task_args(tree["data"], recipe_task)
+    if any(key == ["algorithm", "name"] for key in touched) and isinstance(tree.get("algorithm"), dict):
+        _apply_preset_anew(tree["algorithm"], recipe_algorithm, {k[1] for k in touched if k[:1] == ["algorithm"]})
     return tree
+
+
+def _apply_preset_anew(algorithm: dict, recipe_algorithm: dict, given: set[str]) -> None:
+    """An override of ``algorithm.name`` over a recipe that spells out its preset's fields (a saved
+    ``config.yaml``, ``rlxf config show`` output) would otherwise change only the name: the fields the
+    recipe holds at its own preset's values came from that preset, so the new preset replaces them. Fields
+    the recipe set to other values (its own choices) and fields given on the command line are kept."""
+    from rlxf.algos.presets import PRESETS
+
+    old, new = recipe_algorithm.get("name") or "grpo", algorithm.get("name")
+    if old == new or old not in PRESETS or new not in PRESETS:
+        return
+    from_preset = [k for k, v in PRESETS[old].items()
+                   if k in algorithm and k not in given and algorithm[k] == v and PRESETS[new].get(k) != v]
+    for key in from_preset:
+        del algorithm[key]
+    kept = sorted(k for k in PRESETS[new] if k in algorithm and k not in given and k in recipe_algorithm
+                  and algorithm[k] != PRESETS[new][k])
+    if kept:
+        logger.warning("rlxf: algorithm.name=%s over preset %s: kept the recipe's own %s", new, old,
+                       ", ".join(f"{k}={algorithm[k]}" for k in kept))
 
 
 def _drop_foreign_task_args(data: dict, recipe_task: str | None) -> None:

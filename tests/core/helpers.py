@@ -14,3 +14,11 @@ def fails_on_the_third_call(prompts, responses, metadata):
     if CALLS["n"] == 3:
         raise ValueError("reward server went away")
     return [float(len(r)) for r in responses]
+
+
+def slow_length_reward(prompts, responses, metadata):
+    """length_reward after a second's wait: a step that is surely still in progress when a test signals it."""
+    import time
+
+    time.sleep(1.0)
+    return length_reward(prompts, responses, metadata)

@@ -36,6 +36,8 @@ INTERNAL = {
     "MissingField": "the reward server's HTTP 400 for a sample's missing field (rewards/server_rows.py)",
     "SessionError": "the policy endpoint's HTTP 400/401/410 to an agent's request (serving/session.py)",
     "AgentFailure": "an agent that crashed or hung: its trajectory scores 0, counted (envs/openai_agent.py)",
+    "StoppedAtOnce": "a second stop signal: a KeyboardInterrupt that cli.main turns into one rlxf: line "
+                     "(tests/loops/test_stop_everywhere.py)",
 }
 
 
@@ -155,7 +157,10 @@ CASES = {
 def test_every_error_class_is_an_rlxf_error_run_through_the_cli_or_said_to_end_inside():
     found = error_classes()
     assert "CheckpointWriteError" in found and "RewardError" in found  # the scan sees them
-    covered = {case[0] for case in CASES.values()} | {"CheckpointCorruptError", "RemoteRewardError", "RlxfError"}
+    covered = {case[0] for case in CASES.values()} | {"CheckpointCorruptError", "RemoteRewardError", "RlxfError",
+                                                      # run through the cli in tests/loops/test_stop_everywhere.py
+                                                      # and tests/core/test_run_lifecycle.py
+                                                      "StoppedBeforeFirstCheckpoint", "EveryTrajectoryFailed"}
     assert set(found) - set(INTERNAL) - {"RemoteTraceback"} == covered
     for name in covered:
         cls = getattr(importlib.import_module(found[name]), name)

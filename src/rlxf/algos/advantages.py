@@ -152,6 +152,11 @@ def gae_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards
     return masked_whiten(advantages, mask, cfg.adv_eps, cfg.norm_adv_by_std), returns
 
 
+# Estimators whose only baseline is the other samples of the same prompt: with one sample per prompt
+# (rollout.n_samples=1) every advantage they give is 0, and a run trains nothing (config.py refuses it).
+GROUP_BASELINE_ONLY = frozenset({"grpo", "rloo", "reinforce_pp_baseline", "turn_grpo", "gigpo"})
+
+
 @ADVANTAGE_ESTIMATORS.register("grpo")
 def group_relative_advantages(cfg, token_rewards, mask, group_ids, values, baseline_rewards):
     """GRPO (Shao et al. 2024): ``(score - group mean) / (group std + eps)`` on every loss token.

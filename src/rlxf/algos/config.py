@@ -91,6 +91,16 @@ class AlgorithmConfig(BaseModel):
         name = data.get("name") or "grpo"
         if name not in PRESETS:
             raise ValueError(f"unknown algorithm preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+        given = {k: data[k] for k in PRESETS[name] if k in data}
+        if len(given) == len(PRESETS[name]) and given != PRESETS[name]:
+            # every field spelled out, and they are another preset's: the name says one algorithm, the
+            # fields train another (a saved config whose name was edited by hand)
+            twin = next((other for other, values in PRESETS.items() if values == given), None)
+            if twin is not None:
+                raise ValueError(f"algorithm.name={name} but every other algorithm field is preset {twin}'s "
+                                 f"(advantage_estimator={given['advantage_estimator']}, use_critic="
+                                 f"{str(given['use_critic']).lower()}): remove those fields to train {name}, or set "
+                                 f"algorithm.name={twin}")
         filled = {"name": name}
         for key, preset_value in PRESETS[name].items():
             if key not in data or (data[key] is None and key not in _NULLABLE):

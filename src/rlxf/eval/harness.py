@@ -34,6 +34,8 @@ class EvalSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.n < 1:  # before the k's: their default is derived from n, and the user never gave one
+            raise ValueError(f"--n {self.n}: samples per problem must be at least 1")
         bad = [k for k in self.ks if not 1 <= k <= self.n]
         if bad:
             raise ValueError(f"--k {bad}: every k must be between 1 and --n {self.n}")

@@ -55,5 +55,27 @@ LOOP_NEEDS: dict[str, LoopNeeds] = {
 }
 
 
+# The key that counts a loop's steps (``--resume`` compares it with the checkpoint's step; ``rlxf train``
+# refuses ``train.steps`` for a loop that counts with another key rather than ignore it).
+STEPS_KEYS: dict[str, str] = {
+    "rl": "train.steps",
+    "rl_async": "train.steps",
+    "sft": "sft.steps",
+    "dpo": "preference.steps",
+    "reward_model": "preference.steps",
+    "online_dpo": "preference.steps",
+}
+
+
+def steps_key(loop: str) -> str:
+    return STEPS_KEYS.get(loop, "train.steps")
+
+
+def steps_of(config) -> int:
+    """How many steps ``config``'s loop runs (the value of its :func:`steps_key`)."""
+    section, key = steps_key(config.loop).split(".")
+    return getattr(getattr(config, section), key)
+
+
 def get_loop(name: str):
     return LOOPS.get(name)

@@ -98,13 +98,14 @@ def pair_loss_share(
     return loss * (len(rows) / total_pairs), metrics
 
 
-def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,
+                  stop=None) -> Objective:
     cfg = config.preference.loss
     reference_dir = run_dir / "reference"
     if checkpoint:
         policy = load_policy(config, str(checkpoint / "policy"), context.device)
     else:
-        policy = warm_start_policy(config, context, write)
+        policy = warm_start_policy(config, context, write, stop)
         if cfg.uses_reference:
             save_model(policy, reference_dir)
     scorer = PairScorer(config, context.tokenizer)

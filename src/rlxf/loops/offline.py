@@ -22,9 +22,11 @@ import torch
 
 from rlxf.config import Config, OptimConfig, dump_config
 from rlxf.data.prompts import PromptStream
+from rlxf.loops.run_opening import open_run
 from rlxf.loops.run_state import RunState, load_run_state, settle_finished_checkpoints
 from rlxf.loops.setup import RunContext, build_rollout, build_run_context, load_policy
 from rlxf.loops.sft import run_sft
+from rlxf.loops.stop_signals import StopSignals
 from rlxf.loops.summary import write_summary
 from rlxf.models.tokenizer_files import save_tokenizer
 from rlxf.tracking.metrics import MetricsLogger
@@ -48,18 +50,21 @@ class Objective:
     step_metrics: Callable[[], dict[str, float]] | None = None  # logged after each step (e.g. online counts)
 
 
-# (config, context, checkpoint to resume from or None, run dir, write) -> Objective
-ObjectiveBuilder = Callable[[Config, RunContext, "Path | None", Path, Callable[[str], None]], Objective]
+# (config, context, checkpoint to resume from or None, run dir, write, stop signals) -> Objective
+ObjectiveBuilder = Callable[[Config, RunContext, "Path | None", Path, Callable[[str], None], StopSignals], Objective]
 
 
-def warm_start_policy(config: Config, context: RunContext, write: Callable[[str], None]) -> torch.nn.Module:
-    """The policy at ``model.path``, after the ``sft`` warm-up stage when ``sft.steps > 0``."""
+def warm_start_policy(config: Config, context: RunContext, write: Callable[[str], None],
+                      stop: StopSignals | None = None) -> torch.nn.Module:
+    """The policy at ``model.path``, after the ``sft`` warm-up stage when ``sft.steps > 0`` (a stop signal
+    ends the warm-up after its current step: :meth:`StopSignals.check_warm_up`)."""
     policy = load_policy(config, context.model_path, context.device)
     if config.sft.steps:
         write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
         losses = run_sft(
             policy, context.tokenizer, context.task.train, config.sft, config.seed,
             config.data.chat_template, config.data.max_prompt_tokens,
+            on_step=None if stop is None else lambda step, _: stop.check_warm_up("SFT warm-up", step + 1, config.sft.steps),
         )
         write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     return policy
@@ -94,58 +99,69 @@ def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective
 
 
 def run_offline(config: Config, build: ObjectiveBuilder, resume: bool, write: Callable[[str], None]) -> dict:
-    """Run (or resume) an offline loop; returns the summary also written to ``summary.json``."""
-    from rlxf.loops.run_dir import prepare_run_dir
+    """Run (or resume) an offline loop; returns the summary also written to ``summary.json``.
 
+    A stop signal (loops/stop_signals.py) ends the run after the step in progress, checkpointed; one before
+    the first checkpoint (e.g. during the SFT warm-up) leaves the run folder as it was found."""
     started = time.time()
-    run_dir = Path(config.run_dir)
-    checkpoint = ckpt.latest_valid_checkpoint(run_dir, write) if resume else None
-    if resume and checkpoint is None:
-        write(f"no checkpoint in {run_dir}: starting the run from the beginning")
-    prepare_run_dir(run_dir, resume, write)
-    (run_dir / "config.yaml").write_text(dump_config(config))
-    context = build_run_context(config)
-    torch.manual_seed(config.seed)
-    state = load_run_state(checkpoint) if checkpoint else RunState()
-    objective = build(config, context, checkpoint, run_dir, write)
-    engine = TrainEngine(objective.model, objective.optim)
-    if checkpoint:
-        ckpt.load_optimizer(engine.optimizer, engine.scheduler, checkpoint, "trainer")
-        write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
-    stream = PromptStream(objective.rows, seed=config.seed, position=state.data_position)
-    logger = MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write)
-    prior_wall = state.wall_seconds
+    opened = open_run(config, resume, write)
+    run_dir, checkpoint, stop = opened.run_dir, opened.checkpoint, opened.stop
+    try:
+        (run_dir / "config.yaml").write_text(dump_config(config))
+        context = build_run_context(config)
+        torch.manual_seed(config.seed)
+        state = load_run_state(checkpoint) if checkpoint else RunState()
+        objective = build(config, context, checkpoint, run_dir, write, stop)
+        engine = TrainEngine(objective.model, objective.optim)
+        if checkpoint:
+            ckpt.load_optimizer(engine.optimizer, engine.scheduler, checkpoint, "trainer")
+            write(f"resumed {run_dir} from {checkpoint.name} (step {state.step})")
+        stream = PromptStream(objective.rows, seed=config.seed, position=state.data_position)
+        logger = MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write)
+        prior_wall = state.wall_seconds
 
-    def save() -> None:
-        state.wall_seconds = prior_wall + time.time() - started
-        save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last,
-                                config.checkpoint.keep_best)
+        def save() -> None:
+            state.wall_seconds = prior_wall + time.time() - started
+            save_offline_checkpoint(run_dir, state, objective, engine, context.tokenizer, config.checkpoint.keep_last,
+                                    config.checkpoint.keep_best)
 
-    if checkpoint is None:
-        state.record_eval(0, objective.evaluate())
-        state.initial_eval = dict(state.last_eval)
-        state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
-        write(f"held-out before training: {_brief(state.last_eval)}")
-        logger.log(0, state.last_eval)
-        save()
-    for step in range(state.step + 1, objective.steps + 1):
-        step_start = time.perf_counter()
-        micro_batches, loss_of = objective.step_inputs(stream.take(objective.batch_size))
-        metrics = {f"train/{k}": v for k, v in engine.optimizer_step(micro_batches, loss_of).items()}
-        if objective.step_metrics is not None:
-            metrics.update({f"train/{k}": v for k, v in objective.step_metrics().items()})
-        if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
-            metrics.update(state.record_eval(step, objective.evaluate()))
-        state.step, state.data_position = step, stream.position
-        if state.checkpoint_due(config.checkpoint, objective.steps):
+        if checkpoint is None:
+            state.record_eval(0, objective.evaluate())
+            state.initial_eval = dict(state.last_eval)
+            state.initial_eval_accuracy = state.last_eval["eval/accuracy"]
+            write(f"held-out before training: {_brief(state.last_eval)}")
+            logger.log(0, state.last_eval)
             save()
-        metrics["time/step"] = time.perf_counter() - step_start
-        logger.log(step, metrics)
-    logger.close()
+        opened.folder.keep()  # a checkpoint exists: the folder is the run's now
+        for step in range(state.step + 1, objective.steps + 1):
+            if stop.requested:  # came during the step-0 evaluation or between steps: the last one is saved
+                break
+            step_start = time.perf_counter()
+            micro_batches, loss_of = objective.step_inputs(stream.take(objective.batch_size))
+            metrics = {f"train/{k}": v for k, v in engine.optimizer_step(micro_batches, loss_of).items()}
+            if objective.step_metrics is not None:
+                metrics.update({f"train/{k}": v for k, v in objective.step_metrics().items()})
+            if config.eval.every and step % config.eval.every == 0 or step == objective.steps:
+                metrics.update(state.record_eval(step, objective.evaluate()))
+            state.step, state.data_position = step, stream.position
+            if state.checkpoint_due(config.checkpoint, objective.steps) or stop.requested:
+                save()
+            metrics["time/step"] = time.perf_counter() - step_start
+            logger.log(step, metrics)
+        logger.close()
+    except BaseException:
+        opened.folder.undo()  # before the first checkpoint: the folder as it was found
+        raise
+    finally:
+        stop.restore()
     write(f"held-out after training: {_brief(state.last_eval)}")
-    extra = {"initial_eval": state.initial_eval, "final_eval": state.last_eval}
-    settle_finished_checkpoints(run_dir, state, config.checkpoint)
-    return write_summary(run_dir, state, prior_wall + time.time() - started, objective.steps, extra)
+    final = state.last_eval_step == state.step  # else a stop came between evaluations (loops/summary.py)
+    extra = {"initial_eval": state.initial_eval, "final_eval" if final else "last_eval": state.last_eval}
+    if stop.requested:
+        extra["stopped_by"] = stop.requested.name
+    else:  # a finished run: its best checkpoint keeps the weights only (a stopped one resumes)
+        settle_finished_checkpoints(run_dir, state, config.checkpoint)
+    return write_summary(run_dir, state, prior_wall + time.time() - started, state.step, extra)
 
 
 def _brief(metrics: dict[str, float]) -> str:

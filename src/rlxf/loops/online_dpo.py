@@ -54,7 +54,8 @@ def _labelled_so_far(run_dir: Path, checkpoint: Path | None) -> float:
     return float(done[-1]) if done else 0.0
 
 
-def online_dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def online_dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,
+                         stop=None) -> Objective:
     cfg = config.preference.loss
     if config.rollout.n_samples < 2:
         raise ValueError("online_dpo needs rollout.n_samples >= 2 (a pair is two samples of one prompt)")
@@ -62,7 +63,7 @@ def online_dpo_objective(config: Config, context: RunContext, checkpoint: Path |
     if checkpoint:
         policy = load_policy(config, str(checkpoint / "policy"), context.device)
     else:
-        policy = warm_start_policy(config, context, write)
+        policy = warm_start_policy(config, context, write, stop)
         save_model(policy, reference_dir)
     reference = load_policy(config, str(reference_dir), context.device).requires_grad_(False).eval()
     rollout = build_rollout(config, policy, context.tokenizer)

@@ -41,11 +41,12 @@ def reward_model_batch(rows: list[dict], tokenizer, chat_template: bool, max_pro
     return without_eos(batch, end_of_turn_id(tokenizer), tokenizer.pad_token_id)
 
 
-def reward_model_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def reward_model_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,
+                           stop=None) -> Objective:
     if checkpoint:
         model = load_reward_model(str(checkpoint / "reward_model"), context.device)
     else:
-        model = reward_model_from_lm(warm_start_policy(config, context, write))
+        model = reward_model_from_lm(warm_start_policy(config, context, write, stop))
     model.requires_grad_(True)
     micro, tokenizer = config.preference.micro_batch_size, context.tokenizer
 

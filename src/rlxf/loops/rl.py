@@ -30,6 +30,7 @@ from rlxf.data.prompts import PromptStream
 from rlxf.loops import LOOPS
 from rlxf.loops.batch_scorer import BatchScorer
 from rlxf.loops.dynamic_sampling import fill_batch
+from rlxf.loops.failed_steps import FailedSteps
 from rlxf.loops.greedy_baseline import greedy_baseline_rewards, needs_greedy_baseline
 from rlxf.loops.overlong import filter_overlong
 from rlxf.loops.rl_session import RLSession, start_session
@@ -144,6 +145,7 @@ def run_steps(session: RLSession) -> None:
     monitor = build_monitor(config, rollout, resume_step=session.resume_step)  # monitor/* metrics
     stream = PromptStream(context.task.train, seed=config.seed, position=state.data_position)
     score = BatchScorer(context.reward, algo, params.max_new_tokens)
+    failed_steps = FailedSteps(config.env.max_failed_steps)
 
     def rollout_and_score(rows: list[dict], first_group: int, timer: StageTimer, metrics: dict) -> TrajectoryBatch:
         with timer("generation"):
@@ -161,6 +163,8 @@ def run_steps(session: RLSession) -> None:
 
     progress = session.progress_bar()
     for step in range(state.step + 1, tcfg.steps + 1):
+        if session.stop.requested:  # came before this step (during the step-0 evaluation): that one is saved
+            break
         timer = StageTimer(config.runtime.trim_memory)
         step_start = time.perf_counter()
         metrics: dict[str, float] = {}
@@ -170,6 +174,7 @@ def run_steps(session: RLSession) -> None:
                 partial(rollout_and_score, timer=timer, metrics=metrics), stream, tcfg.prompts_per_step, algo,
                 context.tokenizer.pad_token_id, metrics,
             )
+            failed_steps.observe(batch, step)  # every trajectory failed, step after step: stop
         except Exception:
             # Nothing of this step was trained yet: keep everything up to the previous step.
             session.save(before)

@@ -45,6 +45,7 @@ from rlxf.loops import LOOPS
 from rlxf.loops.async_producer import LentRollout, sample_versions, start_producer
 from rlxf.loops.async_restart import RestartingProducer
 from rlxf.loops.batch_scorer import BatchScorer
+from rlxf.loops.failed_steps import FailedSteps
 from rlxf.loops.rl import StageTimer, train_on_batch
 from rlxf.loops.rl_session import start_session
 from rlxf.loops.run_state import settle_finished_checkpoints
@@ -90,12 +91,16 @@ def train_rl_async(config: Config, resume: bool = False, write: Callable[[str], 
 
     producer = RestartingProducer(session.runtime, rollout, start, post_latest, config.runtime.max_restarts)
     progress = session.progress_bar()
+    failed_steps = FailedSteps(config.env.max_failed_steps)
     try:
         for step in range(state.step + 1, tcfg.steps + 1):
+            if session.stop.requested:  # came before this step (during the step-0 evaluation): that one is saved
+                break
             timer, metrics, step_start = StageTimer(config.runtime.trim_memory), {}, time.perf_counter()
             with timer("wait_for_rollout"):
                 item = producer.get()
             assert item.index == step, (item.index, step)
+            failed_steps.observe(item.batch, step)  # every trajectory failed, step after step: stop
             staleness = (step - 1) - sample_versions(item.batch)
             fresh = (staleness <= acfg.max_staleness).nonzero().squeeze(1)
             batch = item.batch if len(fresh) == len(item.batch) else item.batch.select(fresh)

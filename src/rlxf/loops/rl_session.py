@@ -19,7 +19,7 @@ from rlxf.algos import AdaptiveKLController, FixedKLController, kl_controller_fr
 from rlxf.config import Config, dump_config
 from rlxf.eval.accuracy import evaluate_problems
 from rlxf.loops.lora_policy import attach_lora, lora_start_path
-from rlxf.loops.run_dir import prepare_run_dir
+from rlxf.loops.run_opening import OpenedRun, open_run
 from rlxf.loops.run_state import RunState, load_run_state, load_trainer_states, save_checkpoint
 from rlxf.loops.setup import (
     RunContext,
@@ -43,7 +43,7 @@ from rlxf.roles.teacher import TeacherRole
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.runtime import Runtime, build_runtime
 from rlxf.tracking.metrics import MetricsLogger
-from rlxf.train.checkpoint import latest_valid_checkpoint, training_checkpoint_bytes
+from rlxf.train.checkpoint import training_checkpoint_bytes
 from rlxf.train.ppo_batches import needs_old_log_probs
 
 NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
@@ -117,10 +117,7 @@ class RLSession:
             if metrics.get(name):  # the engine skipped the update; it stops the run after a few in a row
                 self.write(f"step {step}: {metrics[name]:.0%} of the optimizer steps had a non-finite loss or "
                            f"gradient and were skipped ({name})")
-        if stopping:
-            self.write(f"{self.stop.requested.name} received: stopped after step {step}, which is checkpointed; "
-                       f"continue with: rlxf train --resume {self.run_dir}")
-        return stopping
+        return stopping  # rlxf train says so, in one line (cli.py)
 
     def close(self) -> dict:
         """Flush the metric sinks, release the roles and the signal handlers; the run's summary."""
@@ -148,12 +145,22 @@ class RLSession:
 
 
 def start_session(config: Config, resume: bool, write: Callable[[str], None]) -> RLSession:
+    """The session, its step-0 checkpoint written (fresh run) or restored (resume). Anything that fails,
+    or a stop signal, before that checkpoint leaves the run folder as it was found (loops/run_dir.py)."""
     started = time.time()
-    run_dir = Path(config.run_dir)
-    checkpoint = latest_valid_checkpoint(run_dir, write) if resume else None
-    if resume and checkpoint is None:
-        write(f"no checkpoint in {run_dir}: starting the run from the beginning")
-    prepare_run_dir(run_dir, resume, write)
+    opened = open_run(config, resume, write)
+    try:
+        session = _start_session(config, opened, started, write)
+    except BaseException:
+        opened.folder.undo()
+        opened.stop.restore()
+        raise
+    opened.folder.keep()
+    return session
+
+
+def _start_session(config: Config, opened: OpenedRun, started: float, write: Callable[[str], None]) -> RLSession:
+    run_dir, checkpoint = opened.run_dir, opened.checkpoint
     (run_dir / "config.yaml").write_text(dump_config(config))
 
     runtime = build_runtime(config)  # embedded (in-process) or ray: role constructors go through runtime.place
@@ -164,7 +171,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     policy = load_policy(config, start, context.device)
     rollout = build_rollout(config, policy, context.tokenizer, runtime)
     if checkpoint is None and config.sft.steps:
-        warm_up_with_sft(config, policy, context, rollout, write)
+        warm_up_with_sft(config, policy, context, rollout, write, opened.stop)
     if config.model.lora is not None:  # adapters on the policy; the reference is the adapter switched off
         policy = attach_lora(config, policy, run_dir, checkpoint)
     # the critic is a value head on a copy of the policy: about as big, with its own optimizer state
@@ -184,7 +191,7 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
         on_policy_reuse=not config.rollout.exact_on_policy and not needs_old_log_probs(
             tcfg.prompts_per_step * params.n, tcfg.mini_batch_size, config.algorithm.ppo_epochs),
         logger=MetricsLogger.for_run(config, resume_step=state.step if checkpoint else None, write=write),
-        started=started, prior_wall=state.wall_seconds, write=write, stop=StopSignals().install(),
+        started=started, prior_wall=state.wall_seconds, write=write, stop=opened.stop,
         checkpoint_bytes=checkpoint_bytes,
     )
     if checkpoint:
@@ -194,11 +201,14 @@ def start_session(config: Config, resume: bool, write: Callable[[str], None]) ->
     return session
 
 
-def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContext, rollout, write) -> None:
-    """The ``sft`` stage of a fresh run, then its weights into the rollout engine."""
+def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContext, rollout, write,
+                     stop: StopSignals | None = None) -> None:
+    """The ``sft`` stage of a fresh run, then its weights into the rollout engine (a stop signal ends it
+    after its current step, before the run has a checkpoint: loops/stop_signals.py)."""
     write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
+    check = None if stop is None else lambda step, _: stop.check_warm_up("SFT warm-up", step + 1, config.sft.steps)
     losses = run_sft(policy, context.tokenizer, context.task.train, config.sft, config.seed,
-                     config.data.chat_template, config.data.max_prompt_tokens)
+                     config.data.chat_template, config.data.max_prompt_tokens, on_step=check)
     write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     rollout.update_weights(policy.state_dict(), version=0)
 

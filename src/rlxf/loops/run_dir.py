@@ -1,4 +1,12 @@
-"""Preparing a run directory: a fresh run never overwrites an earlier one."""
+"""Preparing a run directory: a fresh run never overwrites an earlier one, and a run that fails (or is
+stopped) before its first checkpoint leaves the folder as it found it.
+
+A fresh run in a folder that holds an earlier run moves that run aside (``RUN.old-<time>``). Until the
+new run has written its first checkpoint, :class:`RunFolder` can undo that: the new run's files are
+removed and the earlier run is moved back, so a mistake that only shows once the model or the task is
+built (a bad task argument, a model folder that does not load, a stop during the SFT warm-up) does not
+cost the user a finished run.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +16,41 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def prepare_run_dir(run_dir: Path, resume: bool, write: Callable[[str], None]) -> None:
-    if not resume and run_dir.exists() and any(run_dir.iterdir()):
+class RunFolder:
+    """The run directory as this run found it, until :meth:`keep` says the run has something to keep."""
+
+    def __init__(self, run_dir: Path, existed: bool, moved: Path | None, write: Callable[[str], None]) -> None:
+        self.run_dir, self.existed, self.moved, self.write = run_dir, existed, moved, write
+        self.kept = False
+
+    def keep(self) -> None:
+        """The run has a checkpoint: from now on its folder stays, whatever happens."""
+        self.kept = True
+
+    def undo(self) -> None:
+        """Put the folder back as it was found (nothing of a run without a checkpoint is worth keeping)."""
+        if self.kept:
+            return
+        self.kept = True
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+        if self.moved is not None:
+            shutil.move(str(self.moved), self.run_dir)
+            self.write(f"moved the previous run back from {self.moved} to {self.run_dir}")
+        elif self.existed:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def prepare_run_dir(run_dir: Path, resume: bool, write: Callable[[str], None]) -> RunFolder:
+    """The run directory, created; on a fresh run an earlier run in it is moved aside first. On a resume
+    the folder is already the run's: it is kept as it is whatever happens."""
+    existed, moved = run_dir.exists(), None
+    if not resume and existed and any(run_dir.iterdir()):
         moved = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
         shutil.move(str(run_dir), moved)
         write(f"moved the previous run in {run_dir} to {moved}")
     run_dir.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(run_dir, existed, moved, write)
+    if resume:
+        folder.keep()
+    return folder

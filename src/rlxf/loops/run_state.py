@@ -23,6 +23,7 @@ class RunState:
     initial_eval_accuracy: float | None = None
     initial_eval: dict = field(default_factory=dict)  # the whole first evaluation (offline loops)
     last_eval: dict = field(default_factory=dict)
+    last_eval_step: int | None = None  # the step ``last_eval`` is of (a stopped run's may be older than its last step)
     best_eval_accuracy: float | None = None  # the highest held-out eval/accuracy so far (the earliest on ties)
     best_eval_step: int | None = None
     wall_seconds: float = 0.0  # wall time spent by this run up to the checkpoint, over all resumes
@@ -32,7 +33,7 @@ class RunState:
 
     def record_eval(self, step: int, metrics: dict) -> dict:
         """``metrics`` of the held-out evaluation at ``step`` become the last one, and the best if they are."""
-        self.last_eval = metrics
+        self.last_eval, self.last_eval_step = metrics, step
         accuracy = metrics.get("eval/accuracy")
         if accuracy is not None and (self.best_eval_accuracy is None or accuracy > self.best_eval_accuracy):
             self.best_eval_accuracy, self.best_eval_step = accuracy, step

@@ -18,7 +18,8 @@ from rlxf.loops.setup import RunContext, load_policy
 from rlxf.loops.sft import sft_loss
 
 
-def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write) -> Objective:
+def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,
+                  stop=None) -> Objective:
     policy = load_policy(config, str(checkpoint / "policy") if checkpoint else context.model_path, context.device)
 
     def step_inputs(rows: list[dict]):

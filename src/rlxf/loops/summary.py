@@ -11,11 +11,18 @@ from rlxf.train.checkpoint import checkpoint_dir, finished_checkpoints, latest_c
 
 
 def write_summary(run_dir: Path, state, wall_seconds: float, steps: int, extra: dict | None = None) -> dict:
-    """``extra`` adds loop-specific entries (the offline loops add their whole first and last evaluation)."""
+    """``extra`` adds loop-specific entries (the offline loops add their whole first and last evaluation).
+
+    ``final_eval_*`` are figures of the policy at ``steps``. A run stopped by a signal between two
+    evaluations has none of that policy: its ``final_eval_*`` are null and its last evaluation is given as
+    ``last_eval_accuracy`` at ``last_eval_step`` (an earlier policy's), never under the final name."""
+    final = state.last_eval_step is None or state.last_eval_step == steps
     summary = {
         "initial_eval_accuracy": state.initial_eval_accuracy,
-        "final_eval_accuracy": state.last_eval.get("eval/accuracy"),
-        "final_eval_reward": state.last_eval.get("eval/reward"),
+        "final_eval_accuracy": state.last_eval.get("eval/accuracy") if final else None,
+        "final_eval_reward": state.last_eval.get("eval/reward") if final else None,
+        **({} if final else {"last_eval_accuracy": state.last_eval.get("eval/accuracy"),
+                             "last_eval_step": state.last_eval_step}),
         "best_eval_accuracy": state.best_eval_accuracy,
         "best_eval_step": state.best_eval_step,
         "final_checkpoint": _path_or_none(latest_checkpoint(run_dir)),

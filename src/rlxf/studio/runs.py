@@ -2,7 +2,7 @@
 
 A run is any folder under the studio's runs directory (one or two levels down) that holds
 ``metrics.jsonl`` or, before its first step (an SFT warm-up), ``config.yaml``. Its status: ``finished``
-once ``summary.json`` exists, ``running`` while ``metrics.jsonl`` (or ``config.yaml`` before it) changed in
+once ``summary.json`` exists (``stopped`` when it says ``stopped_by``: a run ended by a signal), ``running`` while ``metrics.jsonl`` (or ``config.yaml`` before it) changed in
 the last ``RUNNING_SECONDS``, else ``stopped``. Only the files a run
 writes are read (``metrics.jsonl``, ``summary.json``, ``samples.jsonl`` and its rotated
 ``samples.1.jsonl``), and only runs found by listing are served: a name from a request never becomes a
@@ -51,8 +51,13 @@ def last_written(folder: Path) -> float:
 
 
 def run_status(folder: Path) -> str:
-    if (folder / "summary.json").exists():
-        return "finished"
+    summary = folder / "summary.json"
+    if summary.exists():  # a run stopped by a signal writes one too, with ``stopped_by``
+        try:
+            stopped = bool(json.loads(summary.read_text()).get("stopped_by"))
+        except (OSError, ValueError, AttributeError):  # being written, or not a run's summary
+            stopped = False
+        return "stopped" if stopped else "finished"
     if time.time() - last_written(folder) < RUNNING_SECONDS:
         return "running"
     return "stopped"
