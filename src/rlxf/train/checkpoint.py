@@ -166,8 +166,9 @@ def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Calla
     renamed into place. A failed write removes the temporary folder and raises
     :class:`CheckpointWriteError`; the previous checkpoint is never touched. Rotation keeps the newest
     ``keep_last`` checkpoints and those of ``keep_steps`` (the best one's step, ``checkpoint.keep_best``)."""
-    tmp = begin_checkpoint(run_dir, step)
+    tmp = checkpoint_dir(run_dir, step).with_suffix(".tmp")
     try:
+        begin_checkpoint(run_dir, step)  # inside: a checkpoints/ folder that cannot be written fails here
         fill(tmp)
         (tmp / CHECKSUMS).write_text(json.dumps(file_digests(tmp), indent=1))
     except Exception as err:  # noqa: BLE001 - disk full, permissions, a serializer's own error: all alike here
