@@ -5,7 +5,7 @@ loop registry to decide — is ``loop`` a known controller, can this loop run wi
 runtime and train backend (``rlxf.loops.LOOP_NEEDS``) — sits here, above the loops it consults, and
 runs when a recipe loads: the cli, the studio and any caller of :func:`load_config` get it, so a run
 never builds its models and then dies on a pair it cannot run. So do the environment's name and keyword
-arguments (``rlxf.envs``) and a ``model.device`` this build of torch lacks.
+arguments (``rlxf.envs``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from rlxf.config import Config, ConfigError, build_config_tree, read_config_tree
 from rlxf.envs.base import env_problem
 from rlxf.loops import LOOPS
 from rlxf.loops.refusals import refusal_of
-from rlxf.models.device import device_problem
 from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.runtime import RUNTIMES
 
@@ -31,7 +30,7 @@ def check_config(config: Config) -> Config:
                                  ("runtime.kind", config.runtime.kind, RUNTIMES)):
         if value not in registry.names():
             raise ConfigError(f"unknown {key} {value!r}; known: {registry.names()}")
-    problem = refusal_of(config) or device_problem(config.model.device)
+    problem = refusal_of(config)
     if not problem and config.env.name:
         problem = env_problem(config.env.name, config.env.kwargs)
     if problem:

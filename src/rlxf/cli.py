@@ -50,6 +50,7 @@ def cmd_train(ns: argparse.Namespace) -> int:
         config = load_config(recipe or saved, [*overrides, f"run_dir={ns.resume}"])
     else:
         config = load_config(recipe, overrides)
+    _check_device(config)
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
     if config.logging.plot:
@@ -57,6 +58,16 @@ def cmd_train(ns: argparse.Namespace) -> int:
     print(f"run directory: {config.run_dir}")
     stopped_by = summary.get("stopped_by")  # a stop signal ended the run early (loops/stop_signals.py)
     return 128 + signal.Signals[stopped_by].value if stopped_by else 0
+
+
+def _check_device(config) -> None:
+    """A ``model.device`` this torch lacks, refused before a run starts (not at load: ``config show`` of a GPU
+    recipe works on a laptop)."""
+    from rlxf.models.device import device_problem
+
+    problem = device_problem(config.model.device)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _plot_finished_run(run_dir: Path) -> None:
@@ -91,6 +102,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
 
     recipe, overrides = _split_recipe(ns.args)
     config = load_config(recipe, overrides)
+    _check_device(config)
     try:
         settings = EvalSettings(
             n=ns.n, ks=sorted(set(ns.k or default_ks(ns.n))), temperature=config.rollout.temperature,

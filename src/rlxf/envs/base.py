@@ -56,6 +56,8 @@ def env_problem(name: str, kwargs: dict[str, Any]) -> str | None:
 
     if name not in ENVS.names() and ":" not in name and "." not in name:
         return f"unknown env.name {name!r}; known: {', '.join(ENVS.names())} (or a dotted path module:Class)"
+    if name not in ENVS.names():  # a dotted path is imported when the run builds it (as a reward's is)
+        return None
     try:
         cls = env_class(name)
     except (KeyError, ValueError) as err:
