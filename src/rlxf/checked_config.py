@@ -4,7 +4,8 @@
 loop registry to decide — is ``loop`` a known controller, can this loop run with this rollout engine,
 runtime and train backend (``rlxf.loops.LOOP_NEEDS``) — sits here, above the loops it consults, and
 runs when a recipe loads: the cli, the studio and any caller of :func:`load_config` get it, so a run
-never builds its models and then dies on a pair it cannot run.
+never builds its models and then dies on a pair it cannot run. So do the environment's name and keyword
+arguments (``rlxf.envs``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rlxf.config import Config, ConfigError, build_config_tree, read_config_tree
+from rlxf.envs.base import env_problem
 from rlxf.loops import LOOPS, steps_key
 from rlxf.loops.refusals import refusal_of
 from rlxf.rollout.engine import ROLLOUT_ENGINES
@@ -29,6 +31,8 @@ def check_config(config: Config) -> Config:
         if value not in registry.names():
             raise ConfigError(f"unknown {key} {value!r}; known: {registry.names()}")
     problem = refusal_of(config)
+    if not problem and config.env.name:
+        problem = env_problem(config.env.name, config.env.kwargs)
     if problem:
         raise ConfigError(problem)
     return config

@@ -55,6 +55,7 @@ def cmd_train(ns: argparse.Namespace) -> int:
     else:
         config = load_config(recipe, overrides)
         refuse_foreign_steps(config, overrides)
+    _check_device(config)
     summary = get_loop(config.loop)(config, resume=bool(ns.resume), write=_write)
     print(json.dumps(summary, indent=1))
     if config.logging.plot:
@@ -66,6 +67,16 @@ def cmd_train(ns: argparse.Namespace) -> int:
     print(f"rlxf: {stopped_by} received: stopped after step {summary['steps']}, which is checkpointed; "
           f"continue with: rlxf train --resume {config.run_dir}", file=sys.stderr)
     return 128 + signal.Signals[stopped_by].value
+
+
+def _check_device(config) -> None:
+    """A ``model.device`` this torch lacks, refused before a run starts (not at load: ``config show`` of a GPU
+    recipe works on a laptop)."""
+    from rlxf.models.device import device_problem
+
+    problem = device_problem(config.model.device)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _plot_finished_run(run_dir: Path) -> None:
@@ -95,10 +106,12 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     from rlxf.eval.answers import answer_extractor
     from rlxf.eval.compare import compare_checkpoints
     from rlxf.eval.harness import EvalSettings, evaluate_checkpoint
+    from rlxf.loops.run_dir import check_writable_dir, writable_dir
     from rlxf.loops.setup import build_rollout, build_run_context, load_policy
 
     recipe, overrides = _split_recipe(ns.args)
     config = load_config(recipe, overrides)
+    _check_device(config)
     try:
         settings = EvalSettings(
             n=ns.n, ks=sorted(set(ns.k or default_ks(ns.n))), temperature=config.rollout.temperature,
@@ -114,6 +127,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"--model {missing[0]}: no such checkpoint folder (nor tiny:NAME, a packaged model "
                           "name or a .gguf file)")
+    check_writable_dir(Path(ns.out), "--out")  # before the evaluation, not after it
     context = build_run_context(config)
     reward_name = (config.eval.reward or config.reward).function  # held-out scoring: eval.reward when set
     extract = answer_extractor(reward_name)
@@ -131,8 +145,7 @@ def cmd_eval(ns: argparse.Namespace) -> int:
                 [r for r in rows if r["model"] == 0], problems, settings.ks, config.seed)
     result = {"task": config.data.task, "reward": reward_name, "eval_size": len(context.task.eval), "n": settings.n,
               "ks": settings.ks, "temperature": settings.temperature, "models": reports}
-    out = Path(ns.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = writable_dir(Path(ns.out), "--out")
     (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "eval_problems.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     print(json.dumps(result, indent=1))
@@ -215,13 +228,7 @@ def cmd_studio(ns: argparse.Namespace) -> int:
 
     try:
         if ns.export:
-            from rlxf.studio.export import export_campaign
-            from rlxf.studio.server import DB_NAME
-            from rlxf.studio.store import Store
-
-            print(json.dumps(export_campaign(Store(ns.db or Path(ns.runs_dir) / DB_NAME), int(ns.export[0]),
-                                             ns.export[1])))
-            return 0
+            return _export_campaign(ns)
         try:
             from rlxf.studio.server import serve
         except ImportError as err:
@@ -229,6 +236,28 @@ def cmd_studio(ns: argparse.Namespace) -> int:
         serve(ns.runs_dir, ns.host, ns.port, ns.token, ns.db)
     except InputError as err:
         raise ConfigError(f"studio: {err}") from None
+    return 0
+
+
+def _export_campaign(ns: argparse.Namespace) -> int:
+    """``rlxf studio RUNS --export ID OUT``: reads an existing label store, creates nothing but OUT."""
+    from rlxf.loops.run_dir import check_writable_dir
+    from rlxf.studio.export import export_campaign
+    from rlxf.studio.server import DB_NAME
+    from rlxf.studio.store import Store
+
+    campaign, out = ns.export
+    if not campaign.isdigit():
+        raise ConfigError(f"studio --export {campaign}: a campaign id is a number (the studio lists them)")
+    db = Path(ns.db or Path(ns.runs_dir) / DB_NAME)
+    if not db.is_file():
+        raise ConfigError(f"studio --export {campaign}: no label store at {db} (no campaign was made there; "
+                          "rlxf studio RUNS_DIR makes one)")
+    check_writable_dir(Path(out).parent, "--export OUT.jsonl's folder")
+    try:
+        print(json.dumps(export_campaign(Store(db), int(campaign), out)))
+    except OSError as err:
+        raise ConfigError(f"studio --export: cannot write {out} ({err.strerror or err})") from None
     return 0
 
 

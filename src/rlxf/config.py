@@ -61,6 +61,13 @@ class ModelConfig(Section):
                                      "on_policy_distillation): a model that shares the policy's tokenizer, "
                                      "given as model.path is")
 
+    @field_validator("path", "critic_path", "teacher_path", "device")
+    @classmethod
+    def _not_empty(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            raise ValueError("is empty: give a value, or leave the key out for its default")
+        return value
+
 
 class DataConfig(Section):
     """The task: its training prompts and held-out problems."""
@@ -87,7 +94,7 @@ class DataConfig(Section):
 
     @model_validator(mode="after")
     def _task_takes_its_args(self) -> DataConfig:
-        from rlxf.data.tasks import task_keywords
+        from rlxf.data.tasks import task_args_problem, task_keywords
 
         keywords = task_keywords(self.task)
         if keywords.accepted is not None:
@@ -104,6 +111,9 @@ class DataConfig(Section):
         missing = sorted(keywords.required - set(self.task_args) - {"path", "eval_path"})
         if missing:
             raise ValueError(f"data.task={self.task} needs data.task_args {', '.join(missing)}")
+        problem = task_args_problem(self.task, self.task_args, self.eval_size)
+        if problem:  # a value the task would refuse only once the run has started
+            raise ValueError(f"{problem} (data.task={self.task})")
         return self
 
 
@@ -328,6 +338,14 @@ class Config(Section):
                                     "queue, interruptible generation")
     runtime: RuntimeConfig = Field(default_factory=RuntimeConfig, description="where the roles live: this process, "
                                    "child processes or Ray actors (docs/distributed.md)")
+
+    @field_validator("run_dir")
+    @classmethod
+    def _names_a_folder(cls, value: str) -> str:
+        # '' and '.' are the working directory itself: a fresh run would move it aside
+        if Path(value).name in ("", ".."):
+            raise ValueError("must name a run folder (e.g. runs/my_run), not the current or a parent folder")
+        return value
 
     @model_validator(mode="after")
     def _batch_sizes_divide(self) -> Config:

@@ -23,10 +23,17 @@ def read_recipe(path: Path) -> dict:
     """The recipe's top-level mapping; a YAML syntax error names the file, line and column."""
     if not path.exists():
         raise ConfigError(f"recipe {str(path)!r} does not exist")
+    if path.is_dir():
+        if (path / "config.yaml").is_file():  # a run folder where a recipe is expected
+            raise ConfigError(f"recipe {str(path)!r} is a run folder: rlxf train --resume {path} continues it, "
+                              f"{path / 'config.yaml'} is its recipe")
+        raise ConfigError(f"recipe {str(path)!r} is a folder, not a YAML recipe file")
     try:
         tree = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as err:
         raise ConfigError(f"recipe {path}: {_yaml_problem(err)}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"recipe {str(path)!r} cannot be read as YAML text ({err})") from None
     if not isinstance(tree, dict):
         raise ConfigError(f"recipe {str(path)!r} must be a YAML mapping at the top level")
     return tree

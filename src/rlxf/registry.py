@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -53,3 +53,44 @@ class Registry(Generic[T]):
 
     def __iter__(self) -> Iterator[str]:
         return iter(sorted(self._entries))
+
+
+def keyword_problem(target: Callable, kwargs: dict[str, Any], key: str, skip: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with calling ``target(**kwargs)`` (a keyword it does not take, a required one missing,
+    a value that is not of its annotated type), naming ``key.NAME``; None when the call would bind.
+    ``skip``: keywords the caller fills in itself (not checked for presence)."""
+    import inspect
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+        return None
+    params = signature.parameters
+    if not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        unknown = sorted(set(kwargs) - {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                    p.KEYWORD_ONLY)})
+        if unknown:
+            takes = ", ".join(n for n in params if n not in skip and params[n].kind != params[n].VAR_POSITIONAL)
+            owner = getattr(target, "__name__", "it")
+            return f"{key}.{unknown[0]}: {owner} takes no keyword {unknown[0]!r} (it takes: {takes or 'none'})"
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in kwargs and n not in skip
+               and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if missing:
+        return f"{key} needs {', '.join(f'{key}.{n}' for n in missing)}"
+    try:
+        hints = typing.get_type_hints(target.__init__ if inspect.isclass(target) else target)
+    except Exception:  # noqa: BLE001 - an annotation that does not resolve: the types go unchecked
+        return None
+    for name, value in kwargs.items():
+        if name in hints and name in params:
+            try:
+                TypeAdapter(hints[name]).validate_python(value, strict=True)
+            except ValidationError as err:
+                expected = err.errors()[0]["msg"]
+                return f"{key}.{name}={value!r}: {expected[:1].lower()}{expected[1:]}"
+            except Exception:  # noqa: BLE001 - an annotation pydantic cannot check (a Protocol, ...): unchecked
+                continue
+    return None

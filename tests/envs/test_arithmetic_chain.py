@@ -33,7 +33,7 @@ def test_task_splits_are_seeded_and_the_teacher_is_sloppy_only_on_training_carri
     a, d = (int(x) for x in first["expr"].rstrip("=").split("+"))
     carries = a % 10 + d >= 10
     assert splits.train[0]["sft_target"].startswith(str((a // 10) * 10 + (a + d) % 10) if carries else first["answer"])
-    with pytest.raises(ValueError, match="steps must be >= 1"):
+    with pytest.raises(ValueError, match="steps=0: must be 1 or more"):
         arithmetic_chain_task(seed=0, eval_size=2, steps=0)
 
 

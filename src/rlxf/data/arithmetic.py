@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import random
 
-from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.tasks import TASKS, TaskSplits, task_check
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
@@ -53,21 +53,37 @@ def addends(prompt: str) -> tuple[int, int]:
     return int(a), int(b)
 
 
+@task_check("arithmetic")
+def check_arithmetic_args(
+    eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None, sloppy_teacher: float = 0.0,
+    **_,
+) -> None:
+    """What ``arithmetic_task`` refuses, named by its ``data.task_args`` key (run when the recipe loads)."""
+    unknown = set(ops) - set(OPERATORS)
+    if unknown or not ops:
+        raise ValueError(f"data.task_args.ops={ops!r}: unknown operators {sorted(unknown)}; "
+                         f"known: {''.join(OPERATORS)} (e.g. ops='+-')")
+    for key, value in (("digits", digits), ("b_digits", b_digits)):
+        if value is not None and value < 1:
+            raise ValueError(f"data.task_args.{key}={value}: must be 1 or more")
+    if not 0.0 <= sloppy_teacher <= 1.0:
+        raise ValueError(f"data.task_args.sloppy_teacher={sloppy_teacher}: must be in [0, 1]")
+    problems = len(set(ops)) * 10**digits * 10 ** (b_digits or digits)
+    if eval_size >= problems:
+        raise ValueError(f"data.eval_size={eval_size} holds out all {problems} problems of data.task_args.digits="
+                         f"{digits}" + (f", b_digits={b_digits}" if b_digits else "") + ": none would be left to "
+                         "train on; lower data.eval_size or raise the digits")
+
+
 @TASKS.register("arithmetic")
 def arithmetic_task(
     seed: int, eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None,
     reverse: bool = False, sloppy_teacher: float = 0.0, question: str | None = None,
 ) -> TaskSplits:
-    unknown = set(ops) - set(OPERATORS)
-    if unknown:
-        raise ValueError(f"arithmetic task: unknown operators {sorted(unknown)}; known: {sorted(OPERATORS)}")
-    if not 0.0 <= sloppy_teacher <= 1.0:
-        raise ValueError(f"arithmetic task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
+    check_arithmetic_args(eval_size, digits, ops, b_digits, sloppy_teacher)
     problems = [
         (a, op, b) for op in ops for a in range(10**digits) for b in range(10 ** (b_digits or digits))
     ]
-    if eval_size >= len(problems):
-        raise ValueError(f"arithmetic task: eval_size {eval_size} leaves no training problems")
     rng = random.Random(seed)
     held_out = set(rng.sample(range(len(problems)), eval_size))
     teacher = random.Random(seed + 1)

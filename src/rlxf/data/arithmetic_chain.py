@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from rlxf.data.arithmetic import add_without_carry
-from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.tasks import TASKS, TaskSplits, task_check
 
 
 def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str, end_at_mistake: bool = True) -> dict:
@@ -36,15 +36,27 @@ def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str, end_
             "sft_target": f"{eos}\n".join(turns)}
 
 
+@task_check("arithmetic_chain")
+def check_arithmetic_chain_args(eval_size: int, digits: int = 2, steps: int = 3, size: int = 20000,
+                                sloppy_teacher: float = 0.0, **_) -> None:
+    """What ``arithmetic_chain_task`` cannot build, named by its ``data.task_args`` key."""
+    for key, value in (("digits", digits), ("steps", steps), ("size", size)):
+        if value < 1:
+            raise ValueError(f"data.task_args.{key}={value}: must be 1 or more")
+    if not 0.0 <= sloppy_teacher <= 1.0:
+        raise ValueError(f"data.task_args.sloppy_teacher={sloppy_teacher}: must be in [0, 1]")
+    distinct = 10**digits * 9**steps
+    if eval_size >= distinct:
+        raise ValueError(f"data.eval_size={eval_size} holds out all {distinct} chains of data.task_args.digits="
+                         f"{digits}, steps={steps}: none would be left to train on")
+
+
 @TASKS.register("arithmetic_chain")
 def arithmetic_chain_task(
     seed: int, eval_size: int, digits: int = 2, steps: int = 3, size: int = 20000,
     sloppy_teacher: float = 0.0, eos: str = "</s>", end_at_mistake: bool = True,
 ) -> TaskSplits:
-    if steps < 1:
-        raise ValueError(f"arithmetic_chain task: steps must be >= 1, got {steps}")
-    if not 0.0 <= sloppy_teacher <= 1.0:
-        raise ValueError(f"arithmetic_chain task: sloppy_teacher must be in [0, 1], got {sloppy_teacher}")
+    check_arithmetic_chain_args(eval_size, digits, steps, size, sloppy_teacher)
     rng = random.Random(seed)
     problems = sorted({(rng.randrange(10**digits), tuple(rng.randint(1, 9) for _ in range(steps)))
                        for _ in range(size + eval_size)})

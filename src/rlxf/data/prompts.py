@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import random
 
+from rlxf.config_error import ConfigError
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.errors import RlxfError
 
 
 def load_task(data_config, seed: int) -> TaskSplits:
     args = dict(data_config.task_args)
     if data_config.path is not None:  # the file tasks (file, preference_file)
         args.update(path=data_config.path, eval_path=data_config.eval_path)
-    return TASKS.get(data_config.task)(seed=seed, eval_size=data_config.eval_size, **args)
+    try:
+        return TASKS.get(data_config.task)(seed=seed, eval_size=data_config.eval_size, **args)
+    except RlxfError:
+        raise
+    except ValueError as err:  # a value the task refuses that no check at load caught: still the user's, named
+        raise ConfigError(f"data.task={data_config.task} with data.task_args {data_config.task_args}: {err}") from err
 
 
 class PromptStream:

@@ -7,9 +7,10 @@ needs (``answer``, ``tests``, ...). ``sft_target`` is the reference response use
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from rlxf.registry import Registry
+from rlxf.registry import Registry, keyword_problem
 
 
 @dataclass
@@ -54,3 +55,32 @@ def task_keywords(name: str) -> TaskKeywords:
         required=frozenset(p.name for p in named if p.default is p.empty and p.name not in ("seed", "eval_size")),
         reads_file=any(p.name == "path" for p in named),
     )
+
+
+# name -> a cheap check of the task's arguments (a task registers it beside itself with ``@task_check``):
+# the values its function would refuse only after the run has started (an unknown operator, a held-out
+# split that leaves no training rows), refused when the recipe loads instead. It takes the task's keywords
+# (``eval_size`` and ``data.task_args``) and raises ValueError naming the ``data.task_args`` key.
+TASK_CHECKS: dict[str, Callable[..., None]] = {}
+
+
+def task_check(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    def add(check: Callable[..., None]) -> Callable[..., None]:
+        TASK_CHECKS[name] = check
+        return check
+
+    return add
+
+
+def task_args_problem(name: str, task_args: dict, eval_size: int) -> str | None:
+    """What the registered task ``name`` would refuse in ``data.task_args`` (a value of the wrong type, or
+    one its ``task_check`` refuses), or None."""
+    task = TASKS.get(name)  # imports the task's module, which registers its check
+    problem = keyword_problem(task, task_args, "data.task_args", skip=KEYWORDS_FROM_CONFIG)
+    if problem or name not in TASK_CHECKS:
+        return problem
+    try:
+        TASK_CHECKS[name](eval_size=eval_size, **task_args)
+    except ValueError as err:
+        return str(err)
+    return None

@@ -11,11 +11,27 @@ from __future__ import annotations
 import random
 
 from rlxf.data.arithmetic import OPERATORS
-from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.tasks import TASKS, TaskSplits, task_check
 
 
 def tool_demo(prompt_expr: str, answer: str, tool: str, eos: str) -> str:
     return f"@{tool}({prompt_expr}){eos}={answer}\n{answer}"
+
+
+@task_check("tool_arithmetic")
+def check_tool_arithmetic_args(eval_size: int, digits: int = 3, ops: str = "*", size: int = 20000,
+                               tool_demo_fraction: float = 0.2, **_) -> None:
+    """What ``tool_arithmetic_task`` cannot build, named by its ``data.task_args`` key."""
+    if not ops or set(ops) - set(OPERATORS):
+        raise ValueError(f"data.task_args.ops={ops!r}: unknown operators; known: {''.join(OPERATORS)}")
+    if digits < 1 or size < 1:
+        raise ValueError(f"data.task_args.{'digits' if digits < 1 else 'size'}: must be 1 or more")
+    if not 0.0 <= tool_demo_fraction <= 1.0:
+        raise ValueError(f"data.task_args.tool_demo_fraction={tool_demo_fraction}: must be in [0, 1]")
+    distinct = len(set(ops)) * (10**digits - 10 ** (digits - 1)) ** 2
+    if eval_size >= distinct:
+        raise ValueError(f"data.eval_size={eval_size} holds out all {distinct} problems of data.task_args.digits="
+                         f"{digits}: none would be left to train on; lower data.eval_size or raise the digits")
 
 
 @TASKS.register("tool_arithmetic")
@@ -23,8 +39,7 @@ def tool_arithmetic_task(
     seed: int, eval_size: int, digits: int = 3, ops: str = "*", size: int = 20000,
     tool_demo_fraction: float = 0.2, tool: str = "calc", eos: str = "</s>",
 ) -> TaskSplits:
-    if set(ops) - set(OPERATORS):
-        raise ValueError(f"tool_arithmetic task: unknown operators in {ops!r}; known: {sorted(OPERATORS)}")
+    check_tool_arithmetic_args(eval_size, digits, ops, size, tool_demo_fraction)
     rng = random.Random(seed)
     lo, hi = 10 ** (digits - 1), 10**digits - 1
     problems = {(rng.randint(lo, hi), rng.choice(ops), rng.randint(lo, hi)) for _ in range(size + eval_size)}

@@ -49,8 +49,36 @@ def env_class(name: str) -> Callable[..., Environment]:
     return ENVS.get(name) if name in ENVS.names() else import_object(name)
 
 
+def env_problem(name: str, kwargs: dict[str, Any]) -> str | None:
+    """What is wrong with ``env.name`` / ``env.kwargs`` (an unknown name, a module that does not import,
+    a keyword the class does not take, a value of the wrong type), checked when the recipe loads; or None."""
+    from rlxf.registry import keyword_problem
+
+    if name not in ENVS.names() and ":" not in name and "." not in name:
+        return f"unknown env.name {name!r}; known: {', '.join(ENVS.names())} (or a dotted path module:Class)"
+    if name not in ENVS.names():  # a dotted path is imported when the run builds it (as a reward's is)
+        return None
+    try:
+        cls = env_class(name)
+    except (KeyError, ValueError) as err:
+        return f"env.name {name!r}: {str(err).strip(chr(34))}"
+    return keyword_problem(cls, kwargs, "env.kwargs")
+
+
 def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
-    """A zero-argument constructor: a registered name or a dotted path ``module:Class``."""
+    """A zero-argument constructor: a registered name or a dotted path ``module:Class``. A value the class
+    refuses (ValueError) is one ConfigError naming ``env.kwargs``."""
+    from rlxf.config_error import ConfigError
+
     cls = env_class(name)
     kwargs = dict(kwargs or {})
-    return lambda: cls(**kwargs)
+
+    def make() -> Environment:
+        try:
+            return cls(**kwargs)
+        except ConfigError:
+            raise
+        except ValueError as err:
+            raise ConfigError(f"env.name={name} with env.kwargs {kwargs}: {err}") from err
+
+    return make

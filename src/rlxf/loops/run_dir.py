@@ -5,15 +5,19 @@ A fresh run in a folder that holds an earlier run moves that run aside (``RUN.ol
 new run has written its first checkpoint, :class:`RunFolder` can undo that: the new run's files are
 removed and the earlier run is moved back, so a mistake that only shows once the model or the task is
 built (a bad task argument, a model folder that does not load, a stop during the SFT warm-up) does not
-cost the user a finished run.
+cost the user a finished run. A folder that cannot be written is one ``rlxf:`` line naming it, before
+anything is built or moved.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from rlxf.config import ConfigError
 
 
 class RunFolder:
@@ -44,13 +48,43 @@ class RunFolder:
 def prepare_run_dir(run_dir: Path, resume: bool, write: Callable[[str], None]) -> RunFolder:
     """The run directory, created; on a fresh run an earlier run in it is moved aside first. On a resume
     the folder is already the run's: it is kept as it is whatever happens."""
+    check_writable_dir(run_dir, "run_dir")
     existed, moved = run_dir.exists(), None
     if not resume and existed and any(run_dir.iterdir()):
         moved = run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}")
-        shutil.move(str(run_dir), moved)
+        try:
+            os.rename(run_dir, moved)  # one rename: it happens whole or not at all
+        except OSError as err:
+            raise ConfigError(f"run_dir {run_dir}: the previous run there cannot be moved aside to {moved} "
+                              f"({err.strerror or err}); choose another run_dir") from None
         write(f"moved the previous run in {run_dir} to {moved}")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    writable_dir(run_dir, "run_dir")
     folder = RunFolder(run_dir, existed, moved, write)
     if resume:
         folder.keep()
+    return folder
+
+
+def check_writable_dir(folder: Path, key: str) -> None:
+    """Refuse, creating nothing, a folder that cannot be made or written: it is a file, a file stands
+    where one of its parents should be, or the nearest existing parent (or itself) is read-only."""
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is None:
+        return
+    if not existing.is_dir():
+        where = "it is a file" if existing == folder else f"{existing} is a file, not a folder"
+        raise ConfigError(f"{key} {folder}: cannot be a folder ({where}); choose another {key}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "it is" if existing == folder else f"its parent {existing} is"
+        raise ConfigError(f"{key} {folder}: cannot be written ({what} read-only or not ours); choose another {key}")
+
+
+def writable_dir(folder: Path, key: str) -> Path:
+    """``folder``, created with its parents; an ``OSError`` on the way (read-only, a file in the way, no
+    space) is one ConfigError naming the folder and ``key``."""
+    check_writable_dir(folder, key)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"{key} {folder}: cannot be created ({err.strerror or err}); choose another {key}") from None
     return folder

@@ -54,7 +54,28 @@ def resolve_model_path(path: str, work_dir: str | Path | None = None) -> str:
     if looks_like_local_path(path) and not Path(path).exists():
         raise ModelNotLocalError(f"model.path {path!r} does not exist: give a model folder, a .gguf file, a name "
                                  f"in the HF cache (org/name), tiny:NAME or {' / '.join(PACKAGED_MODELS)}")
+    if Path(path).is_dir() and not (Path(path) / "config.json").exists():
+        return model_folder_in(Path(path))
     return path
+
+
+def model_folder_in(folder: Path) -> str:
+    """The model inside a folder rlxf wrote that is not itself a model folder: a checkpoint's ``policy/``
+    (or its one other model, e.g. ``reward_model/``) is taken; a run folder or anything else is refused,
+    saying which folder to give (transformers would fail on it with a misleading message)."""
+    inside = sorted(p for p in folder.iterdir() if (p / "config.json").is_file())
+    chosen = next((p for p in inside if p.name == "policy"), inside[0] if len(inside) == 1 else None)
+    if chosen is not None:
+        return str(chosen)
+    checkpoints = sorted((folder / "checkpoints").glob("step_*/policy"))
+    if checkpoints:
+        raise ConfigError(f"model path {str(folder)!r} is a run folder, not a model: give one of its checkpoints' "
+                          f"policy folder, e.g. {checkpoints[-1]}")
+    if inside:
+        raise ConfigError(f"model path {str(folder)!r} holds several models ({', '.join(p.name for p in inside)}): "
+                          "give one of them")
+    raise ConfigError(f"model path {str(folder)!r} is not a model folder (no config.json there); give a model or "
+                      "checkpoint folder (RUN_DIR/checkpoints/step_N)")
 
 
 def _tiny_model(path: str, folder: Path) -> str:

@@ -29,6 +29,7 @@ from rlxf.rewards.server_batching import MicroBatcher
 from rlxf.rewards.server_guard import BodyLimitMiddleware, check_bind, token_matches
 from rlxf.rewards.server_metrics import MetricsMiddleware, ServerMetrics
 from rlxf.rewards.server_rows import MissingField, field_problem, sample_rows
+from rlxf.serving.ports import bound_socket
 
 DEFAULT_TOKEN_ENV = "RLXF_REWARD_TOKEN"
 
@@ -172,15 +173,6 @@ def uvicorn_server(app, settings: ServerSettings):
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
                             timeout_graceful_shutdown=settings.graceful_seconds)
     return uvicorn.Server(config)
-
-
-def bound_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    return sock
 
 
 def start_on_thread(server, sock: socket.socket, thread_name: str, failure: str) -> threading.Thread:

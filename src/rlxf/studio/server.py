@@ -6,6 +6,7 @@ from pathlib import Path
 
 import uvicorn
 
+from rlxf.serving.ports import bound_socket
 from rlxf.studio.app import StudioSettings, make_app
 from rlxf.studio.security import token_for_bind
 
@@ -15,12 +16,16 @@ DB_NAME = "studio.sqlite"
 def serve(runs_dir: str | Path, host: str = "127.0.0.1", port: int = 8765, token: str | None = None,
           db_path: str | Path | None = None, print_fn=print) -> None:
     runs_dir = Path(runs_dir)
-    runs_dir.mkdir(parents=True, exist_ok=True)
     token = token_for_bind(host, token)
-    settings = StudioSettings(runs_dir=runs_dir, db_path=Path(db_path) if db_path else runs_dir / DB_NAME,
-                              token=token)
-    app = make_app(settings)
-    shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    url = f"http://{shown_host}:{port}/" + (f"?token={token}" if token else "")
-    print_fn(f"rlxf studio: runs in {runs_dir}, labels in {settings.db_path}\nopen {url}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=2)
+    sock = bound_socket(host, port)  # first: a port that is taken is one line, before any URL is shown
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+        settings = StudioSettings(runs_dir=runs_dir, db_path=Path(db_path) if db_path else runs_dir / DB_NAME,
+                                  token=token)
+        app = make_app(settings)
+        shown_host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+        url = f"http://{shown_host}:{sock.getsockname()[1]}/" + (f"?token={token}" if token else "")
+        print_fn(f"rlxf studio: runs in {runs_dir}, labels in {settings.db_path}\nopen {url}")
+        uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)).run(sockets=[sock])
+    finally:
+        sock.close()

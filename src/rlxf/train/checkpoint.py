@@ -233,9 +233,18 @@ def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Calla
     (the larger of the last one written and ``expected_bytes``, an estimate from the parameters:
     :func:`training_checkpoint_bytes`) with a margin: one that will not fit raises
     :class:`CheckpointSpaceError` instead of filling the disk."""
-    tmp = begin_checkpoint(run_dir, step)
+    tmp = checkpoint_dir(run_dir, step).with_suffix(".tmp")
     previous = latest_checkpoint(run_dir)
     kept = f"the previous checkpoint {previous} is intact" if previous else "there is no earlier checkpoint"
+
+    def failed(err: BaseException) -> CheckpointWriteError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return CheckpointWriteError(f"writing checkpoint step {step} to {tmp} failed ({err}); {kept}")
+
+    try:
+        begin_checkpoint(run_dir, step)  # inside: a checkpoints/ folder that cannot be written fails here
+    except Exception as err:  # noqa: BLE001 - permissions, a file in the way: all alike here
+        raise failed(err) from err
     estimate = max(expected_bytes, folder_bytes(previous) if previous else 0)
     short = space_shortfall(tmp.parent, estimate)
     if short:
@@ -247,8 +256,7 @@ def write_checkpoint(run_dir: str | Path, step: int, keep_last: int, fill: Calla
         fill(tmp)
         (tmp / CHECKSUMS).write_text(json.dumps(file_digests(tmp), indent=1))
     except Exception as err:  # noqa: BLE001 - disk full, permissions, a serializer's own error: all alike here
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise CheckpointWriteError(f"writing checkpoint step {step} to {tmp} failed ({err}); {kept}") from err
+        raise failed(err) from err
     return commit_checkpoint(tmp, keep_last, keep_steps)
 
 
