@@ -19,9 +19,10 @@ of SmolLM2-135M's config (no download). Responses have random lengths up to ``--
 The shapes alternate in one process (``--reps`` after a warm-up); CPU seconds (this process's, so a
 competing load costs less than in wall time) and wall seconds are medians. The whole set runs twice, in
 two fresh processes: with rlxf's default of keeping freed memory mapped (rlxf/freed_memory.py) and with
-``RLXF_KEEP_FREED_MEMORY=0``. FLOP/s: 6 x params x tokens (params without the tied head for prompt tokens
-the head never sees) over CPU seconds, against the same process's fp32 and bf16 matmul rate, counted
-on all trajectories' tokens (prompt + response of every row) and on the tokens actually computed.
+``RLXF_KEEP_FREED_MEMORY=0``. FLOP/s: 6 x params x tokens over CPU seconds, against the same process's fp32 and bf16 matmul rate,
+counted on all trajectories' tokens (prompt + response of every row) and on what the pass computes: each
+micro-batch's distinct prompts (every row's without sharing) and padded responses through the decoder, the
+padded response positions (the loss tokens when chunked) through the tied LM head.
 """
 
 from __future__ import annotations
@@ -112,23 +113,32 @@ def child(args) -> dict:
         peak_mb = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
     params = sum(p.numel() for p in model.parameters())
     head = SMOLLM2_135M["vocab_size"] * SMOLLM2_135M["hidden_size"]
-    response_tokens = int(batch.response_mask.sum())
-    all_tokens = rows * args.prompt + response_tokens
-    computed = {"plain": all_tokens, "shared": args.groups * args.prompt + response_tokens}
+    all_tokens = rows * args.prompt + int(batch.response_mask.sum())
+
+    def computed(order: str, share: bool, chunk: int = 0, **_) -> tuple[int, int]:
+        """(tokens through the decoder, positions through the LM head) as the pass computes them:
+        each micro-batch's distinct prompts (all rows' without sharing) and its padded responses."""
+        body = head_positions = 0
+        for micro in micros[order]:
+            prompts = len(log_probs.distinct_prompts(micro.prompt_ids, micro.prompt_mask, micro.prompt_ids.shape[1])[0])
+            body += (prompts if share else len(micro)) * micro.prompt_ids.shape[1] + micro.response_ids.numel()
+            head_positions += int(micro.loss_mask.sum()) if chunk else micro.response_ids.numel()
+        return body, head_positions
+
     fp32, bf16 = matmul_rate(torch.float32), matmul_rate(torch.bfloat16)
     out = {"keeps_freed_memory": rlxf.KEEPS_FREED_MEMORY, "peak_rss_mb": round(peak_mb), "matmul_gflops":
-           {"fp32": round(fp32 / 1e9, 1), "bf16": round(bf16 / 1e9, 1)}, "shapes": {}}
+           {"fp32": round(fp32 / 1e9, 1), "bf16": round(bf16 / 1e9, 1)}, "all_tokens": all_tokens, "shapes": {}}
     for name, shape in SHAPES.items():
         seconds = statistics.median(cpu[name])
-        body = computed["shared" if shape["share"] else "plain"]
+        body, head_positions = computed(**shape)
         # the tied head runs on response positions only; the rest of the model on every computed token
-        flop = 6 * (params - head) * body + 6 * head * response_tokens
-        flop_all = 6 * params * all_tokens
+        flop = 6 * (params - head) * body + 6 * head * head_positions
         rate = bf16 if shape.get("bf16") else fp32
         out["shapes"][name] = {
             "cpu_seconds": round(seconds, 2), "wall_seconds": round(statistics.median(wall[name]), 2),
-            "computed_tokens": body, "vs_matmul_computed_tokens": round(flop / seconds / rate, 3),
-            "vs_fp32_matmul_all_tokens": round(flop_all / seconds / fp32, 3),
+            "computed_tokens": body, "head_positions": head_positions,
+            "vs_matmul_computed_tokens": round(flop / seconds / rate, 3),
+            "vs_fp32_matmul_all_tokens": round(6 * params * all_tokens / seconds / fp32, 3),
         }
     return out
 
