@@ -16,16 +16,16 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rlxf.loops.stop_signals import HANDLED, StopSignals
 from rlxf.sweep.seed_state import FINISHED, NEW, PARTIAL, read_summary, seed_state
 from rlxf.tracking.plot import read_run, series
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = HANDLED
 
 
 @dataclass
@@ -115,25 +115,15 @@ def read_seed(run_dir: Path, seed: int, metric: str, returncode: int | None = No
                    state, step)
 
 
-class ForwardedStop:
+class ForwardedStop(StopSignals):
     """SIGTERM / SIGINT to the sweep: no new seed starts, and the signal goes on to each running seed, which
     stops at its next step boundary with a checkpoint. Not forwarded when the terminal already sent it to the
-    whole foreground process group (Ctrl-C): a seed that got it twice would stop at once, without its step."""
+    whole foreground process group (Ctrl-C): a seed that got it twice would stop at once, without its step.
+    Installed and restored as a run's :class:`StopSignals`; a second signal is forwarded too, not raised."""
 
     def __init__(self) -> None:
-        self.requested: signal.Signals | None = None
+        super().__init__()
         self.children: dict[int, subprocess.Popen] = {}
-        self._previous: dict[int, object] = {}
-
-    def install(self) -> ForwardedStop:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = {sig: signal.signal(sig, self._on_signal) for sig in STOP_SIGNALS}
-        return self
-
-    def restore(self) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
 
     def _on_signal(self, signum: int, frame) -> None:
         self.requested = self.requested or signal.Signals(signum)
