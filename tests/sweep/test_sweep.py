@@ -80,3 +80,14 @@ def test_a_per_seed_override_without_the_seed_is_refused(tmp_path):
     cmd = [sys.executable, "-m", "rlxf.cli", "sweep", "--per-seed", "model.path=runs/sft", "--out", str(tmp_path)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "rlxf: --per-seed model.path=runs/sft" in proc.stderr and "{seed}" in proc.stderr
+
+
+def test_the_table_shows_each_seeds_disk_footprint_and_the_total():
+    runs = [SeedRun(0, Path("/x/seed_0"), 0, 10.0, [(0, 0.5), (10, 0.7)], disk_bytes=1_500_000_000),
+            SeedRun(1, Path("/x/seed_1"), 0, 10.0, [(0, 0.4), (10, 0.6)], disk_bytes=250_000_000)]
+    s = summarize(runs, "eval/accuracy")
+    assert [row["disk_bytes"] for row in s["per_seed"]] == [1_500_000_000, 250_000_000]
+    assert s["disk_bytes"] == 1_750_000_000
+    table = markdown_table(s)
+    assert "| 0 | 0.500 | 0.700 | 0.700 (10) | +0.200 | 1,500.0 |" in table
+    assert "| +0.200 ± 0.000 | 1,750.0 |" in table

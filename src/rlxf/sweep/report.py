@@ -23,7 +23,8 @@ def _mean_std(values: list[float]) -> dict:
 def summarize(runs: list[SeedRun], metric: str) -> dict:
     done = [r for r in runs if r.ok]
     rows = [{"seed": r.seed, "initial": r.initial, "final": r.final, "best": r.best[1], "best_step": r.best[0],
-             "gain": r.final - r.initial, "steps": r.curve[-1][0], "wall_seconds": round(r.wall_seconds, 1)}
+             "gain": r.final - r.initial, "steps": r.curve[-1][0], "wall_seconds": round(r.wall_seconds, 1),
+             "disk_bytes": r.disk_bytes}
             for r in done]
     out = {
         "metric": metric,
@@ -43,19 +44,22 @@ def summarize(runs: list[SeedRun], metric: str) -> dict:
         out["worst_seed"] = {"seed": worst["seed"], "gain": worst["gain"]}
         out["every_seed_improved"] = all(row["gain"] > 0 for row in rows) and out["complete"]
         out["wall_seconds"] = round(sum(row["wall_seconds"] for row in rows), 1)
+        out["disk_bytes"] = sum(row["disk_bytes"] or 0 for row in rows)  # summary.json's disk_bytes, per seed
     return out
 
 
 def markdown_table(summary: dict) -> str:
     lines = [f"metric: `{summary['metric']}`", "",
-             "| seed | initial | final | best (step) | gain |", "|---|---|---|---|---|"]
+             "| seed | initial | final | best (step) | gain | disk (MB) |", "|---|---|---|---|---|---|"]
     for row in summary["per_seed"]:
+        disk = "" if row.get("disk_bytes") is None else f"{row['disk_bytes'] / 1e6:,.1f}"
         lines.append(f"| {row['seed']} | {row['initial']:.3f} | {row['final']:.3f} | {row['best']:.3f} "
-                     f"({row['best_step']}) | {row['gain']:+.3f} |")
+                     f"({row['best_step']}) | {row['gain']:+.3f} | {disk} |")
     if summary["per_seed"]:
         ms = lambda k: f"{summary[k]['mean']:.3f} ± {summary[k]['std']:.3f}"  # noqa: E731
         lines.append(f"| **mean ± std** | {ms('initial')} | {ms('final')} | {ms('best')} | "
-                     f"{summary['gain']['mean']:+.3f} ± {summary['gain']['std']:.3f} |")
+                     f"{summary['gain']['mean']:+.3f} ± {summary['gain']['std']:.3f} | "
+                     f"{summary.get('disk_bytes', 0) / 1e6:,.1f} |")
         lines += ["", f"worst seed: {summary['worst_seed']['seed']} (gain {summary['worst_seed']['gain']:+.3f}); "
                       f"every seed improved: {summary['every_seed_improved']}"]
     for failed in summary["failed"]:

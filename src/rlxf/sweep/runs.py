@@ -37,6 +37,7 @@ class SeedRun:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (step, metric) at each evaluation
     state: str = ""  # finished, partial (cut, continues on the next sweep), failed or new (not started)
     checkpoint_step: int | None = None  # a partial seed's last whole checkpoint
+    disk_bytes: int | None = None  # the run folder's footprint, as its summary.json reports it
 
     def __post_init__(self) -> None:
         if not self.state:
@@ -112,7 +113,7 @@ def read_seed(run_dir: Path, seed: int, metric: str, returncode: int | None = No
     checkpoint = latest_checkpoint(run_dir) if state != NEW else None
     step = int(checkpoint.name.removeprefix("step_")) if checkpoint is not None else None
     return SeedRun(seed, run_dir, returncode, float(summary.get("wall_seconds") or 0.0), read_curve(run_dir, metric),
-                   state, step)
+                   state, step, summary.get("disk_bytes"))
 
 
 class ForwardedStop(StopSignals):
