@@ -4,6 +4,7 @@ RLXF_SKIP_BROWSER_TESTS=1 to skip them on purpose."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 
@@ -77,6 +78,8 @@ def test_run_page_shows_the_finished_runs_curves_and_samples(browser, studio):
     page.click("text=tiny-grpo")
     page.wait_for_selector("#sample-count")
     assert page.locator("#status").text_content() == "finished"
+    summary = json.loads((studio.runs_dir / "tiny-grpo" / "summary.json").read_text())
+    assert page.locator("#footprint").text_content() == f" · {summary['disk_bytes'] / 1e6:.1f} MB on disk"
     drawn = page.locator(".chart svg path").count()
     assert drawn >= 5  # reward, its components, KL, entropy, length, loss: one line each at least
     assert page.locator(".chart h3", has_text="Where a step's time goes").count() == 1

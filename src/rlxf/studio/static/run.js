@@ -39,7 +39,10 @@ async function refresh(first) {
       el("h1", {}, name, " ", el("span", {class: `badge ${detail.status}`, id: "status"}, detail.status)),
       el("p", {class: "muted"}, `${detail.steps} steps logged`,
         detail.alarms.length ? ` · monitor alarms at steps ${detail.alarms.join(", ")}` : " · no monitor alarm",
-        detail.status === "running" ? " · refreshing every 2 s" : ""));
+        detail.status === "running" ? " · refreshing every 2 s" : "",
+        // the run folder's footprint, from summary.json (checkpoints are most of it: rlxf prune lists what can go)
+        detail.summary && detail.summary.disk_bytes != null
+          ? el("span", {id: "footprint"}, ` · ${(detail.summary.disk_bytes / 1e6).toFixed(1)} MB on disk`) : ""));
     document.getElementById("head").replaceChildren(head);
     document.getElementById("curves").replaceChildren(...curvePanels([{name, rows, alarms: detail.alarms}]), stageBars(detail.stage_seconds));
     if (first) {
