@@ -37,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -46,11 +48,13 @@ from common import emit  # noqa: E402
 from rlxf.algos import compute_advantages, token_rewards_from_scores  # noqa: E402
 from rlxf.config import Config  # noqa: E402
 from rlxf.data.arithmetic import arithmetic_task  # noqa: E402
+from rlxf.data.prompt_tokens import encode_prompts, render_prompt  # noqa: E402
 from rlxf.data.prompts import PromptStream  # noqa: E402
 from rlxf.eval.accuracy import evaluate  # noqa: E402
 from rlxf.models.cache_dir import user_cache_dir  # noqa: E402
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
 from rlxf.rewards.arithmetic import AnswerReward  # noqa: E402
+from rlxf.rewards.math_answer import MathAnswerReward  # noqa: E402
 from rlxf.roles.actor import ActorRole  # noqa: E402
 from rlxf.roles.reward import RewardRole  # noqa: E402
 from rlxf.roles.rollout import RolloutRole  # noqa: E402
@@ -64,6 +68,56 @@ NO_EOS = -1  # an id no token has: the engine never stops a row
 def task_splits():
     # The default recipe's task: a number below 1000 plus a digit.
     return arithmetic_task(seed=0, eval_size=200, digits=3, b_digits=1, ops="+", sloppy_teacher=0.7)
+
+
+def sums_in_words_splits():
+    # recipes/smollm2_grpo.yaml's task: two-digit plus one-digit sums asked in words, 100 held out
+    return arithmetic_task(seed=0, eval_size=100, digits=2, b_digits=1, ops="+", question="What is {a} {op_word} {b}?")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What one comparison runs: the model, the task, its reward and the recipe's settings (the
+    command line's --prompts/--n/--new/--lr/--micro override the last five)."""
+
+    label: str
+    model_path: Callable[[argparse.Namespace], str]
+    splits: Callable[[], object]
+    reward: Callable[[], object]
+    reward_name: str
+    chat_template: bool
+    stops_at_eos: bool
+    temperature: float
+    prompts: int
+    n: int
+    new: int
+    lr: float
+    micro: int | None = None  # rows per forward/backward (None: the whole batch at once)
+    eval_new_tokens: int = 8  # greedy held-out answers
+
+
+MODES = {
+    "trained": Mode("tiny-sft", lambda args: sft_model_path(args.sft_steps), task_splits, AnswerReward,
+                    "arithmetic", False, True, 1.0, 8, 8, 16, 1e-4),
+    "full": Mode("tiny (untrained, EOS disabled)", lambda args: resolve_model_path("tiny:default"), task_splits,
+                 AnswerReward, "arithmetic", False, False, 1.0, 8, 8, 16, 1e-4),
+    # recipes/smollm2_grpo.yaml: 4 prompts x 8 samples through the chat template, 40 new tokens, T 0.7,
+    # lr 1e-5, micro-batches of 8 (TRL: per-device batch 8, gradient accumulation 4)
+    "smollm2": Mode("SmolLM2-135M-Instruct (Q4_1 GGUF dequantized)",
+                    lambda args: resolve_model_path("smollm2:135m-instruct"), sums_in_words_splits,
+                    MathAnswerReward, "math", True, True, 0.7, 4, 8, 40, 1e-5, micro=8, eval_new_tokens=40),
+}
+
+
+def settings(mode: Mode, args) -> argparse.Namespace:
+    """args with the mode's recipe settings wherever the command line left them unset."""
+    out = copy.copy(args)
+    for key in ("prompts", "n", "new", "lr", "micro"):
+        if getattr(out, key) is None:
+            setattr(out, key, getattr(mode, key))
+    out.micro = out.micro or out.prompts * out.n
+    out.temperature = mode.temperature
+    return out
 
 
 def sft_model_path(steps: int) -> str:
@@ -105,7 +159,7 @@ def peak_rss_mb() -> float:
 class RlxfGRPO:
     """rlxf's synchronous GRPO step (the stages of ``loops/rl.py``), built from its roles."""
 
-    def __init__(self, model_path: str, args, eos_id: int, rows: list[dict], bf16: bool = False) -> None:
+    def __init__(self, model_path: str, args, eos_id: int, rows: list[dict], mode: Mode, bf16: bool = False) -> None:
         self.tokenizer = load_tokenizer(model_path)
         torch.manual_seed(args.seed)
         self.model = load_causal_lm(model_path)
@@ -117,16 +171,16 @@ class RlxfGRPO:
                         "engine_options": {"dtype": "bfloat16"} if bf16 else {}},
             "algorithm": {"tis_level": "token"} if bf16 else {},
             "train": {"prompts_per_step": args.prompts, "mini_batch_size": args.prompts * args.n,
-                      "micro_batch_size": args.prompts * args.n,
+                      "micro_batch_size": args.micro,
                       "optim": {"lr": args.lr, "grad_clip": 1.0, "autocast": "bfloat16" if bf16 else "none"}},
         })
         self.algo = cfg.algorithm
-        self.params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)
+        self.params = SamplingParams(n=args.n, temperature=args.temperature, max_new_tokens=args.new)
         engine = build_engine("torch", self.model, eos_id, self.tokenizer.pad_token_id, cfg.rollout.engine_options)
-        self.rollout = RolloutRole(engine, self.tokenizer, False, 256)
-        self.reward = RewardRole(AnswerReward(), "arithmetic")
-        self.actor = ActorRole(self.model, cfg.train.optim, self.algo, args.prompts * args.n,
-                               args.prompts * args.n, 1.0)
+        self.rollout = RolloutRole(engine, self.tokenizer, mode.chat_template, 256)
+        self.reward = RewardRole(mode.reward(), mode.reward_name)
+        self.actor = ActorRole(self.model, cfg.train.optim, self.algo, args.prompts * args.n, args.micro,
+                               args.temperature)
         self.stream = PromptStream(rows, seed=0)
         self.prompts = args.prompts
         self.sample_gen = torch.Generator().manual_seed(args.seed)
@@ -174,7 +228,7 @@ class RlxfGRPO:
 class TrlGRPO:
     """TRL's ``GRPOTrainer`` with the same settings; ``run(callback)`` trains all steps."""
 
-    def __init__(self, model_path: str, args, eos_suppressed: bool, rows: list[dict], out_dir: str,
+    def __init__(self, model_path: str, args, eos_suppressed: bool, rows: list[dict], out_dir: str, mode: Mode,
                  bf16: bool = False) -> None:
         from datasets import Dataset
         from transformers import TrainerCallback
@@ -183,11 +237,13 @@ class TrlGRPO:
         self.tokenizer = load_tokenizer(model_path)
         torch.manual_seed(args.seed)
         self.model = load_causal_lm(model_path)
-        scorer = AnswerReward()
+        scorer = mode.reward()
         eos = self.tokenizer.eos_token_id
         self.step_tokens: list[tuple[int, int]] = []
         self.rewards: list[float] = []
-        prompt_len = {r["prompt"]: len(self.tokenizer(r["prompt"], add_special_tokens=False)["input_ids"]) for r in rows}
+        # TRL gets the prompt text rlxf's rollout encodes (the chat template rendered where the mode uses it)
+        texts = [render_prompt(r, self.tokenizer, mode.chat_template) for r in rows]
+        prompt_len = {t: len(ids) for t, ids in zip(texts, encode_prompts(rows, self.tokenizer, mode.chat_template, 256))}
 
         def arithmetic_reward(prompts, completions, completion_ids, answer, **_):
             stopped = [bool(ids) and ids[-1] == eos for ids in completion_ids]
@@ -201,14 +257,14 @@ class TrlGRPO:
         config = GRPOConfig(
             output_dir=out_dir, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
             logging_steps=10**6, seed=args.seed, data_seed=args.seed, shuffle_dataset=False,
-            per_device_train_batch_size=args.prompts * args.n, gradient_accumulation_steps=1,
-            num_generations=args.n, max_completion_length=args.new, temperature=1.0, top_k=0, top_p=1.0,
+            per_device_train_batch_size=args.micro, gradient_accumulation_steps=args.prompts * args.n // args.micro,
+            num_generations=args.n, max_completion_length=args.new, temperature=args.temperature, top_k=0, top_p=1.0,
             learning_rate=args.lr, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
             max_grad_norm=1.0, beta=0.0, num_iterations=1, loss_type="grpo", scale_rewards="group",
             max_steps=args.warmup + args.steps, bf16=bf16, dataloader_num_workers=0,
             generation_kwargs={"suppress_tokens": [eos]} if eos_suppressed else None,
         )
-        dataset = Dataset.from_list([{"prompt": r["prompt"], "answer": r["answer"]} for r in rows])
+        dataset = Dataset.from_list([{"prompt": t, "answer": r["answer"]} for t, r in zip(texts, rows)])
         self.trainer = GRPOTrainer(
             model=self.model, reward_funcs=arithmetic_reward, args=config, train_dataset=dataset,
             processing_class=self.tokenizer,
@@ -238,7 +294,7 @@ def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps
     from rlxf.batch import left_pad
 
     engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id)
-    params = SamplingParams(n=args.n, temperature=1.0, max_new_tokens=args.new)
+    params = SamplingParams(n=args.n, temperature=args.temperature, max_new_tokens=args.new)
     ids, mask = left_pad(prompts, tokenizer.pad_token_id, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
 
@@ -254,7 +310,7 @@ def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps
         def run():
             model.generate(
                 input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
-                num_return_sequences=args.n, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
+                num_return_sequences=args.n, do_sample=True, temperature=args.temperature, top_k=0, top_p=1.0,
                 pad_token_id=tokenizer.pad_token_id, use_cache=True,
             )
         return run
@@ -280,22 +336,24 @@ def hf_generate_vs_engine(model, tokenizer, prompts: list[list[int]], args, reps
     }
 
 
-def run_mode(mode: str, args) -> dict:
-    trained = mode == "trained"
-    splits = task_splits()
-    model_path = sft_model_path(args.sft_steps) if trained else resolve_model_path("tiny:default")
+def run_mode(name: str, args) -> dict:
+    mode = MODES[name]
+    args = settings(mode, args)
+    splits = mode.splits()
+    model_path = mode.model_path(args)
     total = args.warmup + args.steps
     # One prompt sequence for both: rlxf's seeded stream order, fed to TRL unshuffled.
     rows = PromptStream(splits.train, seed=0).take(total * args.prompts)
     tokenizer = load_tokenizer(model_path)
-    eos_id = tokenizer.eos_token_id if trained else NO_EOS
+    eos_id = tokenizer.eos_token_id if mode.stops_at_eos else NO_EOS
     matmul: list[float] = []
 
     def run_pair(bf16: bool) -> tuple[RlxfGRPO, TrlGRPO, list[float]]:
         """rlxf and TRL in the same precision, their steps alternating."""
-        rlxf = RlxfGRPO(model_path, args, eos_id, rows, bf16=bf16)
+        rlxf = RlxfGRPO(model_path, args, eos_id, rows, mode, bf16=bf16)
         with tempfile.TemporaryDirectory() as out_dir:
-            trl = TrlGRPO(model_path, args, eos_suppressed=not trained, rows=rows, out_dir=out_dir, bf16=bf16)
+            trl = TrlGRPO(model_path, args, eos_suppressed=not mode.stops_at_eos, rows=rows, out_dir=out_dir,
+                          mode=mode, bf16=bf16)
 
             def between_steps():
                 rlxf.step()
@@ -353,7 +411,7 @@ def run_mode(mode: str, args) -> dict:
 
     rlxf_out, trl_out = rlxf_summary(rlxf), trl_summary(trl, trl_seconds)
     eval_rows = splits.eval
-    reward_role = RewardRole(AnswerReward(), "arithmetic")
+    reward_role = RewardRole(mode.reward(), mode.reward_name)
     evaluated = [(rlxf_out, rlxf.model), (trl_out, trl.model)]
     extra, bf16_ratios = {}, {}
     if pair_bf16 is not None:
@@ -368,16 +426,18 @@ def run_mode(mode: str, args) -> dict:
         }
     for out, model in evaluated:
         model.eval()
-        role = RolloutRole(build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id), tokenizer, False, 256)
-        out["held_out_accuracy"] = evaluate(role, reward_role, eval_rows, 256, 8)["eval/accuracy"]
-    prompts = [tokenizer(r["prompt"], add_special_tokens=False)["input_ids"] for r in rows[: args.prompts]]
+        engine = build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id)
+        role = RolloutRole(engine, tokenizer, mode.chat_template, 256)
+        out["held_out_accuracy"] = evaluate(role, reward_role, eval_rows, 256, mode.eval_new_tokens)["eval/accuracy"]
+    prompts = encode_prompts(rows[: args.prompts], tokenizer, mode.chat_template, 256)
     generation = hf_generate_vs_engine(rlxf.model, tokenizer, prompts, args, reps=args.gen_reps)
     # What no fp32 engine can beat here: every generated token costs at least 2 x params FLOPs of matmul
     ceiling = flops / (2 * params)
     generation["fp32_ceiling_tokens_per_s"] = round(ceiling)
     generation["fp32_ceiling_vs_hf_generate"] = round(ceiling / generation["tokens_per_s"]["hf_generate"], 2)
     return {
-        "model": "tiny-sft" if trained else "tiny (untrained, EOS disabled)",
+        "model": mode.label,
+        "settings": {k: getattr(args, k) for k in ("prompts", "n", "new", "lr", "micro", "temperature")},
         "samples_per_system": total * args.prompts * args.n,
         "matmul_fp32_gflops": round(flops / 1e9, 1),
         "rlxf": rlxf_out,
@@ -395,39 +455,48 @@ def run_mode(mode: str, args) -> dict:
     }
 
 
-def only(system: str, args) -> None:
+def only(system: str, name: str, args) -> None:
     """A short run of one system in a fresh process: its peak resident memory."""
-    model_path = sft_model_path(args.sft_steps)
-    rows = PromptStream(task_splits().train, seed=0).take((args.warmup + args.steps) * args.prompts)
+    mode = MODES[name]
+    args = settings(mode, args)
+    model_path = mode.model_path(args)
+    rows = PromptStream(mode.splits().train, seed=0).take((args.warmup + args.steps) * args.prompts)
+    eos_id = load_tokenizer(model_path).eos_token_id if mode.stops_at_eos else NO_EOS
     if system == "rlxf":
-        runner = RlxfGRPO(model_path, args, load_tokenizer(model_path).eos_token_id, rows)
+        runner = RlxfGRPO(model_path, args, eos_id, rows, mode)
         for _ in range(args.warmup + args.steps):
             runner.step()
     else:
         with tempfile.TemporaryDirectory() as out_dir:
-            TrlGRPO(model_path, args, False, rows, out_dir).run(lambda: None)
+            TrlGRPO(model_path, args, not mode.stops_at_eos, rows, out_dir, mode).run(lambda: None)
     print(json.dumps({"peak_rss_mb": round(peak_rss_mb(), 1)}))
 
 
-def memory(args) -> dict:
+def memory(name: str, args) -> dict:
+    """Peak RSS of each system over a 3-step run of mode ``name`` in its own process (fp32)."""
     out = {}
+    passed = [f"--{key}={value}" for key in ("prompts", "n", "new", "lr", "micro")
+              if (value := getattr(args, key)) is not None]
     for system in ("rlxf", "trl"):
-        cmd = [sys.executable, __file__, "--only", system, "--steps", "3", "--warmup", "1",
-               "--threads", str(args.threads), "--sft-steps", str(args.sft_steps)]
+        cmd = [sys.executable, __file__, "--only", system, "--mode", name, "--steps", "3", "--warmup", "1",
+               "--threads", str(args.threads), "--sft-steps", str(args.sft_steps), *passed]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         out[system] = json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mb"]
-    return {"peak_rss_mb": out}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--mode", choices=["trained", "full", "both"], default="both")
+    parser.add_argument("--mode", choices=[*MODES, "both"], default="both",
+                        help="both: trained and full (the tiny model); smollm2: recipes/smollm2_grpo.yaml's settings")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per system (after warm-up)")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--n", type=int, default=8)
-    parser.add_argument("--new", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=1e-4)
+    # unset: the mode's own (tiny: 8 x 8, 16 new tokens, lr 1e-4; smollm2: the recipe's 4 x 8, 40, 1e-5)
+    parser.add_argument("--prompts", type=int)
+    parser.add_argument("--n", type=int)
+    parser.add_argument("--new", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--micro", type=int, help="rows per forward/backward (TRL: per-device batch)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both systems (0: torch's default)")
     parser.add_argument("--sft-steps", type=int, default=300)
@@ -443,19 +512,18 @@ def main() -> None:
 
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    if args.only:
-        only(args.only, args)
-        return
-    result = {
-        "benchmark": "rl_step_vs_trl", "threads": torch.get_num_threads(),
-        "config": {"prompts": args.prompts, "n": args.n, "completions": args.prompts * args.n,
-                   "max_new_tokens": args.new, "lr": args.lr, "timed_steps": args.steps, "warmup": args.warmup},
-    }
     modes = ["trained", "full"] if args.mode == "both" else [args.mode]
+    if args.only:
+        only(args.only, modes[0], args)
+        return
+    result = {"benchmark": "rl_step_vs_trl", "threads": torch.get_num_threads(),
+              "config": {"timed_steps": args.steps, "warmup": args.warmup}}
     for mode in modes:
         result[mode] = run_mode(mode, args)
     if not args.no_memory:
-        result["memory"] = memory(args)
+        # trained and full share the tiny model: its peak is measured once, on the trained run
+        measured = dict.fromkeys("trained" if mode == "full" else mode for mode in modes)
+        result["memory"] = {mode: {"peak_rss_mb": memory(mode, args)} for mode in measured}
     emit(result)
 
 
