@@ -47,6 +47,17 @@ def _as(tensor: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
     return tensor.to(dtype) if tensor is not None else None
 
 
+def _accumulate_matmul(total: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor,
+                       dtype: torch.dtype) -> torch.Tensor:
+    """``total + a @ b`` in ``dtype`` (in place where the matmul's dtype is the total's); ``a @ b`` itself
+    when ``total`` is None."""
+    if total is None:
+        return (a @ b).to(dtype)
+    if total.dtype == a.dtype:
+        return total.addmm_(a, b)
+    return total.add_((a @ b).to(dtype))
+
+
 class ChunkedHeadLogProbs(torch.autograd.Function):
     """(log p(target) [N], entropy [N] or an empty tensor) of ``N`` hidden states through the head."""
 
@@ -59,6 +70,7 @@ class ChunkedHeadLogProbs(torch.autograd.Function):
         lse = torch.empty(n, dtype=dtype, device=hidden.device)
         entropy = torch.empty(n if with_entropy else 0, dtype=dtype, device=hidden.device)
         w, b = weight.to(ctx.matmul_dtype), _as(bias, ctx.matmul_dtype)
+        ctx.cast_weight = w if w is not weight else None  # backward reuses the cast (a [V, H] copy)
         with torch.autocast(hidden.device.type, enabled=False):
             for start in range(0, n, chunk):
                 rows = slice(start, start + chunk)
@@ -83,12 +95,13 @@ class ChunkedHeadLogProbs(torch.autograd.Function):
         if grad_log_probs is None and grad_entropy is None:
             return None, None, None, None, None, None, None
         wants_hidden, wants_weight, wants_bias = ctx.needs_input_grad[:3]
-        mm = ctx.matmul_dtype
-        w, b = weight.to(mm), _as(bias, mm)
+        mm, acc = ctx.matmul_dtype, _compute_dtype(ctx.matmul_dtype)
+        w, b = ctx.cast_weight if ctx.cast_weight is not None else weight.to(mm), _as(bias, mm)
+        ctx.cast_weight = None
         grad_hidden = torch.empty_like(hidden) if wants_hidden else None
-        # a low-precision head's gradient is summed over chunks in fp32, rounded once at the end
-        grad_weight = torch.zeros_like(weight, dtype=_compute_dtype(mm)) if wants_weight else None
-        grad_bias = torch.zeros_like(bias, dtype=_compute_dtype(mm)) if wants_bias else None
+        # a low-precision head's gradient is summed over chunks in fp32, rounded once at the end; the first
+        # chunk's is the sum's start (no zeroed [V, H] matrix to add it into)
+        grad_weight = grad_bias = None
         with torch.autocast(hidden.device.type, enabled=False):  # loss.backward() may run under autocast
             for start in range(0, hidden.shape[0], ctx.chunk):
                 rows = slice(start, start + ctx.chunk)
@@ -107,12 +120,15 @@ class ChunkedHeadLogProbs(torch.autograd.Function):
                 grad = grad.to(mm)
                 if grad_hidden is not None:
                     grad_hidden[rows] = grad @ w
-                if grad_weight is not None and grad_weight.dtype == mm:
-                    grad_weight.addmm_(grad.t(), h)
-                elif grad_weight is not None:
-                    grad_weight += (grad.t() @ h).to(grad_weight.dtype)
-                if grad_bias is not None:
-                    grad_bias += grad.sum(0).to(grad_bias.dtype)
+                if wants_weight:
+                    grad_weight = _accumulate_matmul(grad_weight, grad.t(), h, acc)
+                if wants_bias:
+                    part = grad.sum(0).to(acc)
+                    grad_bias = part if grad_bias is None else grad_bias.add_(part)
+        if wants_weight and grad_weight is None:  # no tokens
+            grad_weight = torch.zeros_like(weight, dtype=acc)
+        if wants_bias and grad_bias is None:
+            grad_bias = torch.zeros_like(bias, dtype=acc)
         return grad_hidden, _cast(grad_weight, weight), _cast(grad_bias, bias), None, None, None, None
 
 
