@@ -1,0 +1,94 @@
+"""``env: openenv``: an OpenEnv environment package (tests/envs/openenv_packages, written only against
+``openenv-core``) served by rlxf on loopback, driven through its typed client in the multi-turn rollout over
+the tiny model. The rewards rlxf records are the environment's own scoring of the very messages, the tokens
+trained are the tokens sampled, and a server that dies is restarted, one that cannot start named."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlxf.config import EnvConfig
+from rlxf.rollout.sampling import SamplingParams
+
+pytest.importorskip("openenv.core", reason="openenv-core is not installed (pip install 'rlxf[openenv]')")
+PACKAGES = str(Path(__file__).parent / "openenv_packages")
+EOS = 2
+GUESS = {"app": "rlxf_oe_guess.server:app", "client": "openenv.core:GenericEnvClient",
+         "action": "rlxf_oe_guess.models:GuessAction", "observation_field": "text", "reset_keys": ["seed"]}
+
+
+@pytest.fixture
+def packages(monkeypatch):
+    from rlxf.envs.openenv_server import stop_servers
+
+    monkeypatch.syspath_prepend(PACKAGES)
+    yield
+    stop_servers()  # what the end of a run does
+
+
+def make_role(tiny_model, tokenizer, **kwargs):
+    from rlxf.roles.env_rollout import EnvRolloutRole
+    from rlxf.rollout.torch_engine import TorchRolloutEngine
+
+    engine = TorchRolloutEngine(tiny_model, EOS, tokenizer.pad_token_id)
+    cfg = EnvConfig(name="openenv", kwargs={**GUESS, **kwargs}, max_turns=4, max_total_tokens=48)
+    return EnvRolloutRole(engine, tokenizer, False, 64, cfg)
+
+
+def test_rewards_are_the_environments_scoring_of_the_sampled_tokens(packages, tiny_model, tokenizer):
+    from rlxf_oe_guess.server import score
+
+    from rlxf.envs.openenv_server import SERVERS
+
+    role = make_role(tiny_model, tokenizer)
+    rows = [{"prompt": "", "seed": 3}, {"prompt": "", "seed": 7}]
+    batch = role.generate(rows, SamplingParams(n=2, max_new_tokens=6), torch.Generator().manual_seed(0))
+    assert batch.group_ids.tolist() == [0, 0, 1, 1]
+    for row in range(4):
+        meta, digit = batch.metadata[row], rows[row // 2]["seed"]
+        prompt = batch.prompt_ids[row][batch.prompt_mask[row].bool()].tolist()
+        assert tokenizer.decode(prompt) == f"say {digit}:"  # the reset observation is the prompt
+        assert meta["turns"] == 2 and meta["stopped"] is True  # done after two steps, said the environment
+        n = int(batch.response_mask[row].sum())
+        response, mask = batch.response_ids[row, :n].tolist(), batch.loss_mask[row, :n].tolist()
+        texts = [tokenizer.decode(response[s:e], skip_special_tokens=True) for s, e in meta["turn_spans"]]
+        assert meta["turn_rewards"] == [score(t, digit) for t in texts]  # the environment's own scoring
+        assert meta["env_components"]["openenv_reward"] == sum(meta["turn_rewards"])
+        (_, e0), (s1, _) = meta["turn_spans"]
+        assert mask[e0:s1] == [0] * (s1 - e0) and tokenizer.decode(response[e0:s1]) == f" again {digit}:"
+        full = torch.tensor(prompt + response)[None]
+        with torch.no_grad():
+            logits = tiny_model(full).logits[0, len(prompt) - 1: -1].float().log_softmax(-1)
+        recomputed = logits.gather(-1, full[0, len(prompt):, None]).squeeze(-1)
+        keep = batch.loss_mask[row, :n].bool()
+        assert torch.allclose(recomputed[keep], batch.rollout_log_probs[row, :n][keep], atol=1e-4)
+    # a server that died between steps is started again, and the episodes go on
+    server = next(iter(SERVERS.values()))
+    server.proc.kill()
+    server.proc.wait()
+    batch = role.generate(rows[:1], SamplingParams(n=1, max_new_tokens=4), torch.Generator().manual_seed(1))
+    assert batch.metadata[0]["turns"] == 2 and server.starts == 2
+
+
+def test_a_server_that_cannot_start_is_named_in_one_line(packages, tiny_model, tokenizer):
+    from rlxf.envs.openenv_server import OpenEnvServerError
+
+    role = make_role(tiny_model, tokenizer, app="rlxf_oe_guess.broken_server:app")
+    with pytest.raises(OpenEnvServerError) as err:
+        role.generate([{"prompt": "", "seed": 1}], SamplingParams(n=1, max_new_tokens=4))
+    message = str(err.value)
+    assert "rlxf_oe_guess.broken_server:app" in message and "this server cannot start" in message
+    assert "\n" not in message
+
+
+def test_missing_package_is_one_line_with_the_install_command(monkeypatch):
+    import sys
+
+    from rlxf.config_error import ConfigError
+    from rlxf.envs.base import env_factory
+
+    monkeypatch.setitem(sys.modules, "openenv", None)
+    monkeypatch.setitem(sys.modules, "openenv.core", None)
+    with pytest.raises(ConfigError, match=r"pip install 'rlxf\[openenv\]'"):
+        env_factory("openenv", {"url": "http://127.0.0.1:1"})()
