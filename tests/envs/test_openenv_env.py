@@ -12,7 +12,7 @@ from rlxf.config import EnvConfig
 from rlxf.rollout.sampling import SamplingParams
 
 pytest.importorskip("openenv.core", reason="openenv-core is not installed (pip install 'rlxf[openenv]')")
-PACKAGES = str(Path(__file__).parent / "openenv_packages")
+PACKAGES = str(Path(__file__).parents[2] / "examples" / "environments" / "openenv")
 EOS = 2
 GUESS = {"app": "rlxf_oe_guess.server:app", "client": "openenv.core:GenericEnvClient",
          "action": "rlxf_oe_guess.models:GuessAction", "observation_field": "text", "reset_keys": ["seed"]}

@@ -13,7 +13,7 @@ from rlxf.config import EnvConfig
 from rlxf.rollout.sampling import SamplingParams
 
 vf = pytest.importorskip("verifiers.v1", reason="verifiers is not installed (pip install 'rlxf[verifiers]')")
-PACKAGES = str(Path(__file__).parent / "vf_packages")
+PACKAGES = str(Path(__file__).parents[2] / "examples" / "environments" / "verifiers")
 EOS = 2
 LOCAL = {"agent": {"runtime": {"type": "subprocess"}}}
 

@@ -9,7 +9,8 @@
 ``environment`` is a taskset id (an installed environment package, ``owner/name`` from the Environments Hub
 installs as ``name``) or ``module:function`` returning a ``verifiers.v1.Env``; ``config`` is merged into
 the environment's own config (``verifiers.v1.EnvConfig``: e.g. ``{agent: {runtime: {type: subprocess}}}``,
-the taskset's own knobs under ``taskset``). The taskset has no split of its own in ``verifiers.v1``: the
+the taskset's own knobs under ``taskset``); ``package_dir`` is a folder of environment packages that are not
+installed (a checkout), put on ``sys.path``. The taskset has no split of its own in ``verifiers.v1``: the
 last ``eval_size`` tasks are held out (``data.eval_size``), the others are trained on, in the taskset's
 order (rlxf's sampler shuffles them).
 
@@ -22,6 +23,8 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import os
+import sys
 from typing import Any
 
 from rlxf.config_error import ConfigError
@@ -58,18 +61,30 @@ def _loaded(environment: str, config_json: str):
     return env, list(env.taskset)
 
 
-def load_environment(environment: str, config: dict[str, Any] | None = None):
+def on_path(path: str | None) -> None:
+    """A folder holding environment packages that are not installed (a checkout), importable from now on."""
+    if path:
+        folder = os.path.abspath(path)
+        if not os.path.isdir(folder):
+            raise ConfigError(f"environment path {path!r} is not a folder")
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+
+
+def load_environment(environment: str, config: dict[str, Any] | None = None, path: str | None = None):
     """(the ``verifiers.v1.Env``, its tasks in the taskset's order), loaded once per process."""
+    on_path(path)
     return _loaded(environment, json.dumps(config or {}, sort_keys=True))
 
 
 @TASKS.register("verifiers")
-def verifiers_task(seed: int, eval_size: int, environment: str, config: dict[str, Any] | None = None) -> TaskSplits:
-    _, tasks = load_environment(environment, config)
+def verifiers_task(seed: int, eval_size: int, environment: str, config: dict[str, Any] | None = None,
+                   package_dir: str | None = None) -> TaskSplits:
+    _, tasks = load_environment(environment, config, package_dir)
     if len(tasks) <= eval_size:
         raise ConfigError(f"verifiers environment {environment!r} has {len(tasks)} tasks: data.eval_size={eval_size} "
                           "leaves none to train on")
     rows = [{"prompt": task.data.prompt_text, "vf_environment": environment, "vf_config": dict(config or {}),
-             "vf_task": i, "id": task.data.id if task.data.id is not None else str(i)}
+             "vf_path": package_dir, "vf_task": i, "id": task.data.id if task.data.id is not None else str(i)}
             for i, task in enumerate(tasks)]
     return TaskSplits(train=rows[: len(rows) - eval_size], eval=rows[len(rows) - eval_size:])

@@ -10,7 +10,9 @@
         observation_field: echoed_message # the observation's field that becomes the next message
 
 One episode per trajectory, in the multi-turn rollout (``roles/env_rollout.py``; token-in/token-out, the
-observations masked): ``reset`` (with the row's ``reset_keys`` as its keyword arguments, e.g. ``seed``)
+observations masked; ``package_dir``: a folder of environment packages that are not installed, put on
+``sys.path`` here and in the server's): ``reset`` (with the row's fields named by ``reset_keys`` as its keyword arguments: ``[seed]``, or
+``{seed: answer}`` for reset's ``seed`` from the row's ``answer``)
 gives the first observation, which is the prompt (or, when empty, the row's prompt); each policy turn,
 decoded, becomes the action (``action_format: text`` puts it in ``action_field``; ``json`` parses it as
 the action's fields: a tool call written as JSON); the observation's ``observation_field`` becomes the
@@ -75,8 +77,8 @@ class OpenEnvEnv:
     def __init__(
         self, app: str | None = None, url: str | None = None, client: str | None = None, action: str | None = None,
         action_field: str = "message", action_format: str = "text", observation_field: str | None = None,
-        reset_keys: list[str] | None = None, host: str = "127.0.0.1", start_timeout_s: float = 60.0,
-        step_timeout_s: float = 60.0, retries: int = 2,
+        reset_keys: list[str] | dict[str, str] | None = None, host: str = "127.0.0.1", start_timeout_s: float = 60.0,
+        step_timeout_s: float = 60.0, retries: int = 2, package_dir: str | None = None,
     ) -> None:
         if (app is None) == (url is None):
             raise ConfigError("env openenv needs exactly one of env.kwargs.app (module:app, started by rlxf) or env.kwargs.url")
@@ -84,6 +86,10 @@ class OpenEnvEnv:
             raise ConfigError(f"env.kwargs.action_format {action_format!r} is not one of text, json")
         if retries < 0 or step_timeout_s <= 0:
             raise ConfigError(f"env openenv needs env.kwargs.retries >= 0 and step_timeout_s > 0, got {retries}, {step_timeout_s}")
+        if package_dir:  # a folder of environment packages that are not installed (a checkout)
+            from rlxf.data.verifiers_tasks import on_path
+
+            on_path(package_dir)
         generic = import_openenv()  # a recipe naming it without the package: one line, the install command
         self.client_cls = _import(client, "client") if client else generic
         self.action_cls = _import(action, "action") if action else None
@@ -91,7 +97,9 @@ class OpenEnvEnv:
         self.name = app or url
         self.fixed_url = url
         self.action_field, self.action_format, self.observation_field = action_field, action_format, observation_field
-        self.reset_keys, self.step_timeout_s, self.retries = list(reset_keys or []), step_timeout_s, retries
+        keys = reset_keys or []  # reset's keyword -> the row's field (a list: the same names)
+        self.reset_keys = dict(keys) if isinstance(keys, dict) else {k: k for k in keys}
+        self.step_timeout_s, self.retries = step_timeout_s, retries
         self.client = None
         self.reset_kwargs: dict[str, Any] = {}
         self.actions: list[Any] = []
@@ -157,7 +165,7 @@ class OpenEnvEnv:
             return self.action_cls(**{self.action_field: text})
 
     async def reset(self, task: dict) -> str:
-        self.reset_kwargs = {k: task[k] for k in self.reset_keys if k in task}
+        self.reset_kwargs = {k: task[field] for k, field in self.reset_keys.items() if field in task}
         self.actions, self.total = [], 0.0
         result = await self._call("reset")
         return observation_text(result.observation, self.observation_field)

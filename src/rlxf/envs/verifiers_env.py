@@ -96,7 +96,7 @@ class VerifiersEnv(OpenAIAgentEnv):
         if "vf_environment" not in task:
             raise ConfigError("env verifiers runs the rows of data.task=verifiers (a row without vf_environment)")
         spec = task["vf_environment"]
-        env, tasks = load_environment(spec, task.get("vf_config"))
+        env, tasks = load_environment(spec, task.get("vf_config"), task.get("vf_path"))
         vf_task = tasks[int(task["vf_task"])]
         # verifiers reads the client's key from an environment variable: one of its own per session
         key_var = f"RLXF_VF_SESSION_{secrets.token_hex(6).upper()}"

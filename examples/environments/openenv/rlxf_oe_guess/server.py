@@ -23,7 +23,7 @@ class GuessEnvironment(Environment):
 
     def reset(self, seed=None, episode_id=None, **kwargs) -> GuessObservation:
         self._state = State(episode_id=episode_id or str(uuid4()), step_count=0)
-        self.digit = (seed or 0) % 10
+        self.digit = int(seed or 0) % 10
         return GuessObservation(text=f"say {self.digit}:", done=False, reward=0.0)
 
     def step(self, action: GuessAction, timeout_s=None, **kwargs) -> GuessObservation:

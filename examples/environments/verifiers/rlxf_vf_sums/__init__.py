@@ -49,7 +49,7 @@ class SumsTaskset(vf.Taskset[SumTask, SumsConfig]):
     def load(self):
         c = self.config
         for i in range(c.size):
-            a, b = i % 5, (3 * i) % 5
+            a, b = i % 10, (7 * i // 10 + i) % 10
             data = SumData(id=f"sum-{i}", prompt=f"{a}+{b}=", answer=str(a + b), turns=c.turns,
                            explode=c.explode, crash=c.crash)
             yield SumTask(data, c.task)
