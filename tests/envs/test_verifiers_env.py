@@ -79,7 +79,7 @@ def test_rewards_are_the_environments_scoring_of_the_sampled_tokens(sums, make_r
         response, mask = batch.response_ids[row, :n].tolist(), batch.loss_mask[row, :n].tolist()
         texts = [tokenizer.decode(response[s:e], skip_special_tokens=True) for s, e in meta["turn_spans"]]
         # the environment's own reward function on the decoded sampled tokens of the last turn
-        expected = sums.score_reply(texts[-1], task["answer"] if "answer" in task else str(eval(task["prompt"][:-1])))
+        expected = sums.score_reply(texts[-1], task["answer"])
         assert meta["env_components"]["correct"] == expected
         assert meta["env_reward"] == expected and meta["turn_rewards"][-1] == expected
         assert meta["env_components"]["reply_chars"] == float(len(texts[-1]))  # a metric, logged by name

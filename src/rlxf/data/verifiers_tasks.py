@@ -14,7 +14,8 @@ installed (a checkout), put on ``sys.path``. The taskset has no split of its own
 last ``eval_size`` tasks are held out (``data.eval_size``), the others are trained on, in the taskset's
 order (rlxf's sampler shuffles them).
 
-A row: ``prompt`` (the task's prompt text, used only for a trajectory in which the policy never spoke),
+A row: ``prompt`` (the task's prompt text, used only for a trajectory in which the policy never spoke and by
+an SFT stage), ``answer`` and ``sft_target`` where the task's data has an ``answer`` field,
 ``vf_environment``/``vf_config`` (what the env adapter loads) and ``vf_task`` (the task's position).
 """
 
@@ -77,6 +78,13 @@ def load_environment(environment: str, config: dict[str, Any] | None = None, pat
     return _loaded(environment, json.dumps(config or {}, sort_keys=True))
 
 
+def reference_answer(data) -> dict[str, str]:
+    """A task whose data carries an ``answer`` (the common convention of verifiers tasksets) gives it to the
+    row: ``answer``, and ``sft_target`` for an SFT stage (``sft.steps``); the reward stays the environment's."""
+    answer = getattr(data, "answer", None)
+    return {} if answer is None else {"answer": str(answer), "sft_target": str(answer)}
+
+
 @TASKS.register("verifiers")
 def verifiers_task(seed: int, eval_size: int, environment: str, config: dict[str, Any] | None = None,
                    package_dir: str | None = None) -> TaskSplits:
@@ -85,6 +93,7 @@ def verifiers_task(seed: int, eval_size: int, environment: str, config: dict[str
         raise ConfigError(f"verifiers environment {environment!r} has {len(tasks)} tasks: data.eval_size={eval_size} "
                           "leaves none to train on")
     rows = [{"prompt": task.data.prompt_text, "vf_environment": environment, "vf_config": dict(config or {}),
-             "vf_path": package_dir, "vf_task": i, "id": task.data.id if task.data.id is not None else str(i)}
+             "vf_path": package_dir, "vf_task": i, "id": task.data.id if task.data.id is not None else str(i),
+             **reference_answer(task.data)}
             for i, task in enumerate(tasks)]
     return TaskSplits(train=rows[: len(rows) - eval_size], eval=rows[len(rows) - eval_size:])
