@@ -7,7 +7,7 @@ cancelled at ``timeout_s``), each session's trained segment becomes one trajecto
 the built-in environments (``EnvRolloutRole._to_batch``): the prompt is what preceded the policy's first
 turn; the response is the policy's turns (loss mask 1, their sampling log-probs) and what the agent said in
 between (loss mask 0, log-prob 0); ``turn_spans`` mark the policy's turns and ``turn_rewards`` hold the
-agent's reward on its last turn (0 before). A session in which the policy never spoke has the row's prompt,
+agent's reward on its last turn (0 before), or one per turn where the outcome has them (``env: openenv``). A session in which the policy never spoke has the row's prompt,
 an empty response and reward 0: nothing of the policy's to credit.
 
 Components per trajectory (logged as reward components by ``reward: env``): ``agent_error`` and
@@ -112,7 +112,9 @@ class AgentRolloutRole(EnvRolloutRole):
         failed = outcome.failure is not None
         reward = 0.0 if failed or not t.turn_spans else outcome.reward
         t.turn_rewards = [0.0] * len(t.turn_spans)
-        if t.turn_rewards:
+        if not failed and outcome.turn_rewards is not None and len(outcome.turn_rewards) == len(t.turn_spans):
+            t.turn_rewards = [float(r) for r in outcome.turn_rewards]  # each step's reward on its own turn
+        elif t.turn_rewards:
             t.turn_rewards[-1] = reward
         t.components = {
             **({} if failed else outcome.components),

@@ -1,3 +1,4 @@
+import time
 from uuid import uuid4
 
 from openenv.core.env_server.http_server import create_app
@@ -28,6 +29,8 @@ class GuessEnvironment(Environment):
 
     def step(self, action: GuessAction, timeout_s=None, **kwargs) -> GuessObservation:
         self._state.step_count += 1
+        if action.message.startswith("(hang)"):  # a server that stops answering (the tests' hang)
+            time.sleep(5)
         reward = score(action.message, self.digit)
         done = self._state.step_count >= STEPS
         return GuessObservation(text=f" again {self.digit}:", done=done, reward=reward,
