@@ -118,3 +118,36 @@ def test_missing_package_is_one_line_with_the_install_command(monkeypatch):
     monkeypatch.setitem(sys.modules, "verifiers.v1", None)
     with pytest.raises(ConfigError, match=r"pip install 'rlxf\[verifiers\]'"):
         env_factory("verifiers", {})()
+
+
+RECIPE = Path(__file__).parents[2] / "recipes" / "verifiers_sums.yaml"
+
+
+def train(tmp_path, tiny_model_dir, taskset: str, *extra: str) -> int:
+    from rlxf.cli import main
+
+    return main(["train", str(RECIPE), f"model.path={tiny_model_dir}", f"run_dir={tmp_path / 'run'}",
+                 f"data.task_args.package_dir={PACKAGES}", "data.eval_size=4", "sft.steps=0", "train.steps=3",
+                 "train.prompts_per_step=2", "rollout.n_samples=2", "train.mini_batch_size=4",
+                 "train.micro_batch_size=4", "eval.every=0", "logging.plot=false", "logging.progress_bar=false",
+                 f"data.task_args.config={{taskset: {taskset}, agent: {{runtime: {{type: subprocess}}}}}}", *extra])
+
+
+def one_rlxf_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("rlxf: ") and "agents failed" not in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_run_whose_every_episode_fails_stops_naming_the_environment(tmp_path, tiny_model_dir, capsys):
+    code = train(tmp_path, tiny_model_dir, "{size: 20, crash: true}", "env.max_failed_steps=2")
+    line = one_rlxf_line(capsys.readouterr().err)
+    assert code == 1 and "every trajectory failed" in line and "env.max_failed_steps=2" in line
+    assert "verifiers environment rlxf_vf_sums task sum-" in line and "the harness's own bug" in line
+
+
+def test_run_whose_scoring_function_raises_stops_in_one_line(tmp_path, tiny_model_dir, capsys):
+    code = train(tmp_path, tiny_model_dir, "{size: 20, explode: true}")
+    line = one_rlxf_line(capsys.readouterr().err)
+    assert code == 1 and "verifiers environment 'rlxf_vf_sums', task sum-" in line
+    assert "a scoring function raised" in line and "the reward's own bug" in line
