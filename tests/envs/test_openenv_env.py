@@ -141,3 +141,17 @@ def test_a_tool_call_becomes_the_typed_action(packages, tokenizer):
     meta = batch.metadata[0]
     assert "agent_failure" not in meta and meta["turns"] == 2
     assert meta["turn_rewards"] == [1.0, 0.0]  # GuessAction(message="3") scored 1 by the environment, "4" 0
+
+
+def test_run_whose_server_cannot_start_stops_in_one_line(packages, tmp_path, tiny_model_dir, capsys):
+    from rlxf.cli import main
+
+    recipe = Path(__file__).parents[2] / "recipes" / "openenv_guess.yaml"
+    code = main(["train", str(recipe), f"model.path={tiny_model_dir}", f"run_dir={tmp_path / 'run'}",
+                 f"env.kwargs.package_dir={PACKAGES}", "env.kwargs.app=rlxf_oe_guess.broken_server:app",
+                 "data.eval_size=4", "train.steps=1", "logging.plot=false", "logging.progress_bar=false"])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("rlxf: ")]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert "OpenEnv server 'rlxf_oe_guess.broken_server:app' exited with status" in lines[0]
+    assert "this server cannot start" in lines[0]

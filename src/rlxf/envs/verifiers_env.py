@@ -4,7 +4,7 @@
     env:  {name: verifiers}                                         # their episodes
 
 Each trajectory is one episode of the row's task (``verifiers.v1.Env.run_episode``: its harness, its
-interception server, its tools, its judges), with a ``ModelContext`` whose client (``EvalClientConfig``)
+interception server, its tools, its judges; ``Env.serving()`` held for the step's episodes), with a ``ModelContext`` whose client (``EvalClientConfig``)
 points at the trajectory's own session of rlxf's OpenAI-compatible endpoint (``serving/``), which records
 the token ids it sampled: those are what is trained (``roles/agent_rollout.py``, as for ``openai_agent``),
 the environment's and tools' messages between the policy's turns masked. ``rollout.n_samples`` episodes
@@ -20,6 +20,7 @@ the environment and the task.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import secrets
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 from rlxf.config_error import ConfigError
 from rlxf.envs.base import ENVS
 from rlxf.envs.openai_agent import AgentFailure, AgentOutcome, OpenAIAgentEnv
+from rlxf.errors import RlxfError
 from rlxf.rewards.guarded import RewardError
 from rlxf.serving.chat_format import CHAT_FORMATS
 
@@ -90,6 +92,29 @@ class VerifiersEnv(OpenAIAgentEnv):
     def shared_http(self) -> None:
         return None
 
+    @contextlib.asynccontextmanager
+    async def step_scope(self, rows: list[dict]):
+        """Each environment of the step's rows serving (``Env.serving()``: its interception server, shared
+        toolsets, ``start``/``stop``) while its episodes run: entered once, as ``vf-eval`` does, since the Env
+        keeps those resources on itself and concurrent entries would tear down each other's."""
+        from rlxf.data.verifiers_tasks import load_environment
+
+        async with contextlib.AsyncExitStack() as stack:
+            serving = {}
+            for row in rows:
+                if "vf_environment" not in row:
+                    continue
+                env, _ = load_environment(row["vf_environment"], row.get("vf_config"), row.get("vf_path"))
+                if id(env) in serving:
+                    continue
+                serving[id(env)] = env
+                try:
+                    await stack.enter_async_context(env.serving())
+                except Exception as err:  # noqa: BLE001 - the environment's own resources: named, one line
+                    raise RlxfError(f"verifiers environment {row['vf_environment']!r} could not start serving: "
+                                      f"{type(err).__name__}: {err}"[:500]) from None
+            yield
+
     async def run(self, base_url: str, api_key: str, task: dict, http=None) -> AgentOutcome:
         from rlxf.data.verifiers_tasks import load_environment
 
@@ -103,8 +128,7 @@ class VerifiersEnv(OpenAIAgentEnv):
         os.environ[key_var] = api_key
         context = self.vf.ModelContext(model=self.model, client=self.vf.EvalClientConfig(base_url=base_url, api_key_var=key_var))
         try:
-            async with env.serving():
-                episode = await asyncio.wait_for(env.run_episode(vf_task, context), self.timeout_s)
+            episode = await asyncio.wait_for(env.run_episode(vf_task, context), self.timeout_s)
         except asyncio.TimeoutError:
             return AgentOutcome(0.0, {}, AgentFailure(
                 "timeout", f"verifiers environment {spec} task {task_name(vf_task)}: episode still running after timeout_s={self.timeout_s}"))

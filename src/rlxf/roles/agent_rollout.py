@@ -20,6 +20,7 @@ the middle part of its API key) and, for a failed agent, ``agent_failure`` (why)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 
@@ -93,8 +94,11 @@ class AgentRolloutRole(EnvRolloutRole):
                 endpoint.close_session(session)  # a cancelled agent's later requests are refused
                 return outcome
 
+        # what the step's agents share while they run (env verifiers: each environment's serving resources)
+        scope = getattr(self.agent, "step_scope", None)
         try:
-            return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
+            async with scope([row for _, row, _ in jobs]) if scope is not None else contextlib.nullcontext():
+                return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
         finally:
             if shared is not None:
                 shared.close()
