@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml $(PIP_CONSTRAINT)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) torch
-	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) -e '.[dev]'
+	$(BIN)/python -m pip install -q -c $(PIP_CONSTRAINT) -e '.[dev,verifiers,openenv]'
 	$(MAKE) chromium
 	touch $(STAMP)
 

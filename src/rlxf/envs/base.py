@@ -36,7 +36,8 @@ class Environment(Protocol):
 ENV_MODULES = {
     "single_turn": "rlxf.envs.single_turn", "tool_use": "rlxf.envs.tool_use",
     "simulated_user": "rlxf.envs.simulated_user", "openai_agent": "rlxf.envs.openai_agent",
-    "arithmetic_chain": "rlxf.envs.arithmetic_chain",
+    "arithmetic_chain": "rlxf.envs.arithmetic_chain", "verifiers": "rlxf.envs.verifiers_env",
+    "openenv": "rlxf.envs.openenv_env",
 }
 ENVS: Registry[Callable[..., Environment]] = Registry("environment", modules=ENV_MODULES)
 

@@ -50,6 +50,7 @@ class AgentOutcome:
     reward: float
     components: dict[str, float]
     failure: AgentFailure | None = None
+    turn_rewards: list[float] | None = None  # one per policy turn (an environment that rewards each step)
 
 
 def _thread_result(fn, *args) -> asyncio.Future:

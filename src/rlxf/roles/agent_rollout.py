@@ -7,7 +7,7 @@ cancelled at ``timeout_s``), each session's trained segment becomes one trajecto
 the built-in environments (``EnvRolloutRole._to_batch``): the prompt is what preceded the policy's first
 turn; the response is the policy's turns (loss mask 1, their sampling log-probs) and what the agent said in
 between (loss mask 0, log-prob 0); ``turn_spans`` mark the policy's turns and ``turn_rewards`` hold the
-agent's reward on its last turn (0 before). A session in which the policy never spoke has the row's prompt,
+agent's reward on its last turn (0 before), or one per turn where the outcome has them (``env: openenv``). A session in which the policy never spoke has the row's prompt,
 an empty response and reward 0: nothing of the policy's to credit.
 
 Components per trajectory (logged as reward components by ``reward: env``): ``agent_error`` and
@@ -20,6 +20,7 @@ the middle part of its API key) and, for a failed agent, ``agent_failure`` (why)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 
@@ -93,8 +94,11 @@ class AgentRolloutRole(EnvRolloutRole):
                 endpoint.close_session(session)  # a cancelled agent's later requests are refused
                 return outcome
 
+        # what the step's agents share while they run (env verifiers: each environment's serving resources)
+        scope = getattr(self.agent, "step_scope", None)
         try:
-            return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
+            async with scope([row for _, row, _ in jobs]) if scope is not None else contextlib.nullcontext():
+                return list(await asyncio.gather(*(one(row, session) for _, row, session in jobs)))
         finally:
             if shared is not None:
                 shared.close()
@@ -112,7 +116,9 @@ class AgentRolloutRole(EnvRolloutRole):
         failed = outcome.failure is not None
         reward = 0.0 if failed or not t.turn_spans else outcome.reward
         t.turn_rewards = [0.0] * len(t.turn_spans)
-        if t.turn_rewards:
+        if not failed and outcome.turn_rewards is not None and len(outcome.turn_rewards) == len(t.turn_spans):
+            t.turn_rewards = [float(r) for r in outcome.turn_rewards]  # each step's reward on its own turn
+        elif t.turn_rewards:
             t.turn_rewards[-1] = reward
         t.components = {
             **({} if failed else outcome.components),

@@ -1,0 +1,1 @@
+raise RuntimeError("this server cannot start")
