@@ -39,7 +39,7 @@ def make_role(tiny_model, tokenizer):
 
     def make(**kwargs):
         engine = TorchRolloutEngine(tiny_model, EOS, tokenizer.pad_token_id)
-        cfg = EnvConfig(name="openenv", kwargs={**GUESS, **kwargs}, max_turns=4, max_total_tokens=48)
+        cfg = EnvConfig(name="openenv", kwargs={**GUESS, **kwargs}, max_turns=4, max_total_tokens=160)
         roles.append(AgentRolloutRole(engine, tokenizer, False, 64, cfg))
         return roles[-1]
 
@@ -60,7 +60,7 @@ def test_rewards_are_the_environments_scoring_of_the_sampled_tokens(packages, ma
     for row in range(4):
         meta, digit = batch.metadata[row], rows[row // 2]["seed"]
         prompt = batch.prompt_ids[row][batch.prompt_mask[row].bool()].tolist()
-        assert tokenizer.decode(prompt) == f"say {digit}:"  # the reset observation is the first message
+        assert tokenizer.decode(prompt) == f"Reply with the digit {digit} and nothing else."  # the reset observation is the first message
         assert meta["turns"] == 2 and meta["stopped"] is True  # done after two steps, said the environment
         n = int(batch.response_mask[row].sum())
         response, mask = batch.response_ids[row, :n].tolist(), batch.loss_mask[row, :n].tolist()
@@ -69,7 +69,7 @@ def test_rewards_are_the_environments_scoring_of_the_sampled_tokens(packages, ma
         assert meta["env_components"]["openenv_reward"] == sum(meta["turn_rewards"]) == meta["env_reward"]
         assert meta["env_components"]["openenv_done"] == 1.0
         (_, e0), (s1, _) = meta["turn_spans"]
-        assert mask[e0:s1] == [0] * (s1 - e0) and tokenizer.decode(response[e0:s1]) == f" again {digit}:"
+        assert mask[e0:s1] == [0] * (s1 - e0) and tokenizer.decode(response[e0:s1]) == f"Again: reply with the digit {digit} only."
         full = torch.tensor(prompt + response)[None]
         with torch.no_grad():
             logits = tiny_model(full).logits[0, len(prompt) - 1: -1].float().log_softmax(-1)
@@ -91,7 +91,8 @@ def test_a_server_that_hangs_is_retried_then_named_in_one_line(packages, tokeniz
     from tests.serving.test_openai_endpoint import ScriptedEngine
 
     engine = ScriptedEngine(tokenizer, ["(hang)"])
-    cfg = EnvConfig(name="openenv", kwargs={**GUESS, "step_timeout_s": 1.0, "retries": 1}, max_turns=4, max_total_tokens=48)
+    cfg = EnvConfig(name="openenv", kwargs={**GUESS, "step_timeout_s": 1.0, "retries": 1}, max_turns=4,
+                    max_total_tokens=160)
     role = AgentRolloutRole(engine, tokenizer, False, 64, cfg)
     try:
         with pytest.raises(OpenEnvServerError) as err:

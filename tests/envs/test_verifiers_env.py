@@ -34,10 +34,10 @@ def make_role(tiny_model, tokenizer):
 
     roles = []
 
-    def make(max_turns=4, max_total_tokens=48, **kwargs):
+    def make(max_turns=4, max_total_tokens=192, **kwargs):  # the tiny tokenizer: a token a character
         engine = TorchRolloutEngine(tiny_model, EOS, tokenizer.pad_token_id)
         cfg = EnvConfig(name="verifiers", kwargs=kwargs, max_turns=max_turns, max_total_tokens=max_total_tokens)
-        roles.append(AgentRolloutRole(engine, tokenizer, False, 64, cfg))
+        roles.append(AgentRolloutRole(engine, tokenizer, False, 128, cfg))
         return roles[-1]
 
     yield make

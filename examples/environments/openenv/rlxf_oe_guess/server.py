@@ -25,7 +25,7 @@ class GuessEnvironment(Environment):
     def reset(self, seed=None, episode_id=None, **kwargs) -> GuessObservation:
         self._state = State(episode_id=episode_id or str(uuid4()), step_count=0)
         self.digit = int(seed or 0) % 10
-        return GuessObservation(text=f"say {self.digit}:", done=False, reward=0.0)
+        return GuessObservation(text=f"Reply with the digit {self.digit} and nothing else.", done=False, reward=0.0)
 
     def step(self, action: GuessAction, timeout_s=None, **kwargs) -> GuessObservation:
         self._state.step_count += 1
@@ -33,7 +33,7 @@ class GuessEnvironment(Environment):
             time.sleep(5)
         reward = score(action.message, self.digit)
         done = self._state.step_count >= STEPS
-        return GuessObservation(text=f" again {self.digit}:", done=done, reward=reward,
+        return GuessObservation(text=f"Again: reply with the digit {self.digit} only.", done=done, reward=reward,
                                 metadata={"chars": len(action.message)})
 
     @property

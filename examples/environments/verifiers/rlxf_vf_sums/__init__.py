@@ -8,6 +8,8 @@ verifiers' interception server at ``endpoint`` with ``secret``, so the traces re
 ``explode``: the reward function raises; ``crash``: the harness fails after its first model call.
 """
 
+import re
+
 import verifiers.v1 as vf
 from openai import AsyncOpenAI
 
@@ -34,8 +36,10 @@ class SumTask(vf.Task[SumData, vf.State, vf.TaskConfig]):
 
 
 def score_reply(reply: str, answer: str) -> float:
-    """The environment's scoring of one completion (the tests call it on the decoded tokens too)."""
-    return 1.0 if reply.strip().split(" ")[:1] == [answer] else 0.0
+    """The environment's scoring of one completion (the tests call it on the decoded tokens too): the reply's
+    first number is the sum ("8", "8.", "= 8"; not "3 plus 5 is 8")."""
+    first = re.search(r"-?\d+", reply)
+    return 1.0 if first is not None and first.group() == answer else 0.0
 
 
 class SumsConfig(vf.TasksetConfig):
@@ -50,7 +54,7 @@ class SumsTaskset(vf.Taskset[SumTask, SumsConfig]):
         c = self.config
         for i in range(c.size):
             a, b = i % 10, (7 * i // 10 + i) % 10
-            data = SumData(id=f"sum-{i}", prompt=f"{a}+{b}=", answer=str(a + b), turns=c.turns,
+            data = SumData(id=f"sum-{i}", prompt=f"What is {a} plus {b}? Reply with the number only.", answer=str(a + b), turns=c.turns,
                            explode=c.explode, crash=c.crash)
             yield SumTask(data, c.task)
 
@@ -64,7 +68,7 @@ class ChatHarness(vf.Harness[vf.HarnessConfig]):
         messages = [{"role": "user", "content": data.prompt}]
         async with AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0) as client:
             for turn in range(data.turns):
-                reply = await client.chat.completions.create(model=ctx.model, messages=messages, max_tokens=8)
+                reply = await client.chat.completions.create(model=ctx.model, messages=messages, max_tokens=16)
                 if data.crash:
                     raise RuntimeError("the harness's own bug")
                 messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
