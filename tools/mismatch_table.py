@@ -46,6 +46,10 @@ def seed_summary(run: Path, metric: str) -> dict:
     return summary
 
 
+# how a column goes over the seeds: the mean, except the step maxima, which are the largest of any seed
+COLUMN_REDUCTIONS = {name: max for name in STEP_MAXES}
+
+
 def mode_summary(sweep: Path, metric: str) -> dict:
     seeds = {run.name: seed_summary(run, metric) for run in sorted(sweep.glob("seed_*")) if run.is_dir()}
     if not seeds:
@@ -54,8 +58,8 @@ def mode_summary(sweep: Path, metric: str) -> dict:
     means = {}
     for column in columns:
         values = [s[column] for s in seeds.values() if s[column] is not None]
-        means[column] = statistics.fmean(values) if values else None
-    means["diff_max"] = max((s["diff_max"] for s in seeds.values() if s["diff_max"] is not None), default=None)
+        reduce = COLUMN_REDUCTIONS.get(column, statistics.fmean)
+        means[column] = reduce(values) if values else None
     return {"mode": sweep.name, "seeds": seeds, "mean": means,
             "every_seed_improved": all(s["gain"] > 0 for s in seeds.values())}
 
