@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rlxf.rollout.engine import build_engine
-from rlxf.rollout.sampling import SamplingParams, filter_top_k_top_p, sample_tokens
+from rlxf.rollout.sampling import SamplingParams, filter_top_k_top_p, inverse_cdf_sample, sample_tokens
 from rlxf.train.log_probs import sequence_log_probs
 
 
@@ -30,6 +30,36 @@ def test_sampled_frequencies_follow_the_distribution():
     freq = torch.bincount(tokens, minlength=3).float() / len(tokens)
     assert torch.allclose(freq, probs, atol=0.015)
     assert torch.allclose(log_probs, probs.log()[tokens])
+
+
+def test_inverse_cdf_draws_each_token_by_its_probability_and_never_a_cut_one():
+    # 200,000 draws over a 5-token distribution with two cut tokens (top-k / top-p leave probability 0)
+    probs = torch.tensor([0.0, 0.5, 0.0, 0.3, 0.2])
+    tokens = inverse_cdf_sample(probs.expand(200_000, 5), torch.Generator().manual_seed(0))
+    freq = torch.bincount(tokens, minlength=5).double() / len(tokens)
+    assert freq[0] == 0 and freq[2] == 0
+    assert torch.allclose(freq, probs.double(), atol=0.004)  # ~3.5 standard errors at p = 0.5
+
+
+def test_inverse_cdf_maps_the_draw_to_the_interval_it_falls_in(monkeypatch):
+    probs = torch.tensor([[0.25, 0.0, 0.25, 0.5, 0.0]])  # intervals [0, .25) [.25, .25) [.25, .5) [.5, 1) [1, 1)
+    for draw, want in ((0.0, 0), (0.2499, 0), (0.25, 2), (0.4999, 2), (0.5, 3), (0.9999, 3), (1.0, 3)):
+        monkeypatch.setattr(torch, "rand", lambda *a, draw=draw, **k: torch.full((1, 1), draw, dtype=torch.float64))
+        assert inverse_cdf_sample(probs).tolist() == [want], draw  # a draw of 1.0 (rounding) stays on token 3
+
+
+def test_inverse_cdf_keeps_the_tail_of_a_large_vocabulary(monkeypatch):
+    # 49,152 entries as SmolLM2's, the last holding 1e-5 of the mass: a draw inside its interval must reach it
+    # and 40 batches of draws reach a 0.1 tail about as often as they should
+    probs = torch.full((1, 49_152), (1 - 1e-5) / 49_151)
+    probs[0, -1] = 1e-5
+    monkeypatch.setattr(torch, "rand", lambda *a, **k: torch.full((1, 1), 1 - 0.5e-5, dtype=torch.float64))
+    assert inverse_cdf_sample(probs).tolist() == [49_151]
+    monkeypatch.undo()
+    probs[0, -1], probs[0, :-1] = 0.1, 0.9 / 49_151
+    g = torch.Generator().manual_seed(0)
+    hits = sum(int((inverse_cdf_sample(probs.expand(25, -1), g) == 49_151).sum()) for _ in range(40))
+    assert 70 <= hits <= 130  # binomial(1,000, 0.1): mean 100, sd 9.5
 
 
 def test_temperature_scales_the_recorded_log_prob():

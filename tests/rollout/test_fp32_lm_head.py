@@ -89,7 +89,8 @@ def test_logits_are_bf16_hidden_states_times_the_fp32_head(kind, prefer):
 def test_engine_records_log_probs_of_the_fp32_logits():
     model = _tiny("qwen2_untied")
     w32 = _head_weight(model)
-    engine = build_engine("torch", model, EOS, PAD, {"dtype": "bfloat16", "fp32_lm_head": True})
+    # EOS -1: an id no token has, so every row decodes every step whatever it samples
+    engine = build_engine("torch", model, -1, PAD, {"dtype": "bfloat16", "fp32_lm_head": True})
     seen = _spy_hidden(engine.decoder)
     params = SamplingParams(n=1, temperature=0.7, max_new_tokens=STEPS)
     gen = engine.generate(PROMPTS, params, torch.Generator().manual_seed(3))

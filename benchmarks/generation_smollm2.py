@@ -1,0 +1,116 @@
+"""Rollout speed on SmolLM2-135M-Instruct: the built-in engine vs HF ``generate`` at the real-model recipe's
+prompts, batch 32 and 128, fp32 and bf16, and the weight update into the engine that every RL step does.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/generation_smollm2.py [--batches 32,128] [--new 40] [--reps 2]
+
+The prompts are ``recipes/smollm2_grpo.yaml``'s (sums asked in words through the chat template, ~35
+tokens), ``batch / 8`` prompts x 8 samples at temperature 0.7, EOS off on both sides so every row
+generates ``--new`` tokens. Engines alternate in one process (medians after a warm-up): ``torch`` is the
+engine as shipped; ``torch_race`` the same engine sampling by the exponential race it used before
+(argmax p / E, one exponential draw per vocabulary entry: the cost the inverse-CDF sampler removes);
+``hf`` HF ``generate`` on the policy itself (fp32) or a bf16 copy (bf16), with no weight update. The
+fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token. vLLM is measured by
+``benchmarks/vllm_speed.py`` in its own environment (``make setup-vllm``). Prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import alternate, emit, median  # noqa: E402
+from rl_step_vs_trl import matmul_flops, sums_in_words_splits  # noqa: E402
+from rlxf.data.prompt_tokens import encode_prompts  # noqa: E402
+from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
+from rlxf.rollout import sampling  # noqa: E402
+from rlxf.rollout.engine import build_engine  # noqa: E402
+from rlxf.rollout.sampling import SamplingParams  # noqa: E402
+
+NO_EOS = -1  # an id no token has: every row decodes every step
+SAMPLES = 8  # a GRPO group
+
+
+def exponential_race(probs: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The sampler before the inverse CDF: argmax p_i / E_i, E_i ~ Exp(1) (for the comparison only)."""
+    return (probs / torch.empty_like(probs).exponential_(generator=generator)).argmax(-1)
+
+
+def with_sampler(sampler, fn):
+    """``fn`` with the engine's sampler swapped for ``sampler`` while it runs."""
+    def run():
+        shipped = sampling.inverse_cdf_sample
+        sampling.inverse_cdf_sample = sampler
+        try:
+            return fn()
+        finally:
+            sampling.inverse_cdf_sample = shipped
+    return run
+
+
+def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dict:
+    options = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
+    engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, options)
+    hf_model = model if dtype == "float32" else copy.deepcopy(model).to(torch.bfloat16)
+    params = SamplingParams(n=SAMPLES, temperature=0.7, max_new_tokens=args.new)
+    from rlxf.batch import left_pad
+
+    ids, mask = left_pad(prompts, tokenizer.pad_token_id, torch.device("cpu"))
+
+    def ours():
+        engine.generate(prompts, params, torch.Generator().manual_seed(0))
+
+    @torch.inference_mode()
+    def hf():
+        torch.manual_seed(0)
+        hf_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
+                          num_return_sequences=SAMPLES, do_sample=True, temperature=0.7, top_k=0, top_p=1.0,
+                          pad_token_id=tokenizer.pad_token_id, use_cache=True)
+
+    seconds = alternate({"torch": ours, "torch_race": with_sampler(exponential_race, ours), "hf": hf}, args.reps)
+    state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    update = alternate({"torch": lambda: engine.update_weights(state, 1)}, args.reps)
+    tokens = len(prompts) * SAMPLES * args.new
+    speed = {name: tokens / median(s) for name, s in seconds.items()}
+    return {
+        "tokens": tokens,
+        "tokens_per_s": {name: round(v, 1) for name, v in speed.items()},
+        "engine_vs_hf_generate": round(speed["torch"] / speed["hf"], 2),
+        "inverse_cdf_vs_exponential_race": round(speed["torch"] / speed["torch_race"], 2),
+        "engine_update_s": round(median(update["torch"]), 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", default="32,128", help="rows per generate call (8 samples of batch/8 prompts)")
+    parser.add_argument("--new", type=int, default=40, help="new tokens per row (the recipe's budget)")
+    parser.add_argument("--dtypes", default="float32,bfloat16")
+    parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    path = resolve_model_path("smollm2:135m-instruct")
+    tokenizer, model = load_tokenizer(path), load_causal_lm(path).eval()
+    rows = sums_in_words_splits().train
+    params = sum(p.numel() for p in model.parameters())
+    flops = matmul_flops()
+    result = {"benchmark": "generation_smollm2", "threads": args.threads, "new_tokens": args.new,
+              "model_parameters": params, "matmul_fp32_gflops": round(flops / 1e9, 1),
+              "fp32_ceiling_tokens_per_s": round(flops / (2 * params), 1), "runs": {}}
+    start = time.perf_counter()
+    for batch in (int(b) for b in args.batches.split(",")):
+        prompts = encode_prompts(rows[: batch // SAMPLES], tokenizer, True, 256)
+        for dtype in args.dtypes.split(","):
+            result["runs"][f"batch{batch}_{dtype}"] = measure(model, tokenizer, prompts, dtype, args)
+    result["wall_s"] = round(time.perf_counter() - start, 1)
+    emit(result)
+
+
+if __name__ == "__main__":
+    main()
