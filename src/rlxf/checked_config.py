@@ -16,7 +16,7 @@ from rlxf.config import Config, ConfigError, build_config_tree, read_config_tree
 from rlxf.envs.base import env_problem
 from rlxf.loops import LOOPS, steps_key
 from rlxf.loops.refusals import refusal_of
-from rlxf.rollout.engine import ROLLOUT_ENGINES
+from rlxf.rollout.engine import ROLLOUT_ENGINES, engine_options_problem
 from rlxf.runtime import RUNTIMES
 
 __all__ = ["build_config", "check_config", "load_config", "refuse_foreign_steps", "resume_changes"]
@@ -30,7 +30,7 @@ def check_config(config: Config) -> Config:
                                  ("runtime.kind", config.runtime.kind, RUNTIMES)):
         if value not in registry.names():
             raise ConfigError(f"unknown {key} {value!r}; known: {registry.names()}")
-    problem = refusal_of(config)
+    problem = refusal_of(config) or engine_options_problem(config.rollout.engine, config.rollout.engine_options)
     if not problem and config.env.name:
         problem = env_problem(config.env.name, config.env.kwargs)
     if problem:
