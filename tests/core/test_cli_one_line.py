@@ -348,3 +348,20 @@ def test_plot_output_that_cannot_be_written_is_one_line(where, tmp_path, blocker
                 read_only=injected if where == "read_only" else None)
     assert one_rlxf_line(done, 2).startswith(f"rlxf: --output's folder {out.parent}: cannot be ")
     assert tree(tmp_path) == before
+
+
+# ---- issue 48 item 9's class: a sweep that cannot run a seed says so before any seed, or names the failure ----
+
+def test_a_sweep_with_train_steps_on_an_offline_recipe_is_refused_before_any_seed(tmp_path):
+    done = rlxf(["sweep", str(RECIPES / "dpo.yaml"), "train.steps=3", "--seeds", "2", "--out", str(tmp_path / "sw")],
+                tmp_path)
+    assert one_rlxf_line(done, 2).startswith("rlxf: train.steps=3: loop dpo counts its steps with preference.steps")
+    assert tree(tmp_path) == set()
+
+
+def test_a_sweep_whose_seed_fails_gives_the_seeds_reason_in_one_line(tmp_path, fast):
+    unreachable = ["reward.function=remote", "reward.kwargs.url=http://127.0.0.1:1", "reward.kwargs.backoff_seconds=0.01"]
+    done = rlxf(["sweep", *fast, *unreachable, "--seeds", "1", "--no-plot", "--out", str(tmp_path / "sw")], tmp_path)
+    line = one_rlxf_line(done, 1)
+    assert line.startswith("rlxf: sweep: 1 of 1 seeds failed; seed 0 (exit 1): reward 'remote' raised"), line
+    assert "not started yet" not in done.stdout and "seed 0 failed (exit 1)" in done.stdout
