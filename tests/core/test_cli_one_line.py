@@ -365,3 +365,10 @@ def test_a_sweep_whose_seed_fails_gives_the_seeds_reason_in_one_line(tmp_path, f
     line = one_rlxf_line(done, 1)
     assert line.startswith("rlxf: sweep: 1 of 1 seeds failed; seed 0 (exit 1): reward 'remote' raised"), line
     assert "not started yet" not in done.stdout and "seed 0 failed (exit 1)" in done.stdout
+
+
+def test_python_dash_m_rlxf_is_the_rlxf_command(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), *sys.path])}
+    done = subprocess.run([sys.executable, "-m", "rlxf", "train", "train.stpes=3"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert one_rlxf_line(done, 2) == "rlxf: unknown config key 'train.stpes'"
