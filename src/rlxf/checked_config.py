@@ -60,10 +60,23 @@ def refuse_foreign_steps(config: Config, overrides: list[str] | tuple[str, ...])
                               f"(train.steps is the RL loops'): write {key}={value}")
 
 
+# Loops whose checkpoints hold the same states (the RL loops: actor, critic, the prompt stream), so one can
+# continue the other's run; any other pair would fail on a file the other loop never wrote.
+SAME_CHECKPOINTS = {"rl_async": "rl"}
+
+
+def _checkpoint_kind(loop: str) -> str:
+    return SAME_CHECKPOINTS.get(loop, loop)
+
+
 def resume_changes(saved: Config, config: Config) -> list[str]:
     """What a resume with overrides changes in what trains: one line naming every changed key (none when
     nothing but the step count changed). A change the checkpoint cannot carry is refused: a critic the
-    checkpoint does not hold."""
+    checkpoint does not hold; another loop (each loop's checkpoint holds its own trainers' states)."""
+    if _checkpoint_kind(config.loop) != _checkpoint_kind(saved.loop):
+        raise ConfigError(f"--resume {config.run_dir}: the run was trained by loop {saved.loop}, and its checkpoints "
+                          f"cannot continue as loop {config.loop}: start a new run from its policy (loop={config.loop} "
+                          "model.path=RUN/checkpoints/step_N/policy)")
     if config.algorithm.use_critic and not saved.algorithm.use_critic and config.loop in ("rl", "rl_async"):
         raise ConfigError(f"--resume {config.run_dir}: algorithm.name={config.algorithm.name} trains a critic "
                           f"(use_critic=true), and the run ({saved.algorithm.name}) has none in its checkpoints: "
