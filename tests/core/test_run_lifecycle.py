@@ -205,8 +205,10 @@ def test_a_run_whose_every_agent_fails_stops_with_the_first_reason(tmp_path, tin
                           "env.kwargs.agent=null", command, "env.max_failed_steps=2", *QUIET], capsys)
     assert code == 1
     assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("rlxf:")]
+    assert len(errors) == 1  # the steps' "warning: N of M agents failed" lines are not errors of the run
     last = [line for line in err.splitlines() if line.strip()][-1]
-    assert last.startswith("rlxf: every trajectory failed before it was scored in 2 steps in a row (steps 1-2, "
+    assert last == errors[0] and last.startswith("rlxf: every trajectory failed before it was scored in 2 steps in a row (steps 1-2, "
                            "env.max_failed_steps=2): nothing to learn from, the run stops; the first failure: agent ")
     assert "ModuleNotFoundError: No module named 'no_such_module_for_the_agent'" in last
     # the step that tripped it was not trained: the run is kept at the step before
