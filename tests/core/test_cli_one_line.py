@@ -372,3 +372,17 @@ def test_python_dash_m_rlxf_is_the_rlxf_command(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rlxf", "train", "train.stpes=3"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
     assert one_rlxf_line(done, 2) == "rlxf: unknown config key 'train.stpes'"
+
+
+def test_a_run_whose_every_agent_fails_ends_with_exactly_one_rlxf_line(tmp_path, fast):
+    """Issue 44 item 2 through the command line: the steps' "N of M agents failed" lines are warnings, the run's
+    error is the one ``rlxf:`` line, exit 1, and the run is kept at the step before the one that tripped it."""
+    done = rlxf(["train", str(RECIPES / "openai_agent.yaml"), *fast, "train.steps=10", "env.kwargs.agent=null",
+                 "env.kwargs.command=[no_such_agent_program_xyz]", "env.max_failed_steps=2", "train.prompts_per_step=2",
+                 "rollout.n_samples=2", "train.mini_batch_size=4", "train.micro_batch_size=4"], tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("rlxf:")]
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert len(errors) == 1 and errors[0].startswith("rlxf: every trajectory failed before it was scored in 2 steps")
+    assert "no_such_agent_program_xyz" in errors[0]
+    assert "warning: 4 of 4 agents failed" in done.stderr  # 2 prompts x 2 samples a step
+    assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step_000000", "step_000001"]
