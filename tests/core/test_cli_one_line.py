@@ -386,3 +386,14 @@ def test_a_run_whose_every_agent_fails_ends_with_exactly_one_rlxf_line(tmp_path,
     assert "no_such_agent_program_xyz" in errors[0]
     assert "warning: 4 of 4 agents failed" in done.stderr  # 2 prompts x 2 samples a step
     assert sorted(p.name for p in (tmp_path / "run" / "checkpoints").iterdir()) == ["step_000000", "step_000001"]
+
+
+def test_a_warning_before_an_error_is_not_a_second_rlxf_line(tmp_path, fast):
+    """Switching data.task drops the recipe's task_args with a warning; the error that follows is still the
+    one ``rlxf:`` line."""
+    (tmp_path / "a_file").write_text("x\n")
+    done = rlxf(["train", *fast, "data.task=tool_arithmetic", f"model.path={tmp_path / 'a_file'}"], tmp_path)
+    assert "warning: dropped the recipe's data.task_args" in done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("rlxf:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr and len(errors) == 1, done.stderr[-3000:]
+    assert errors[0].startswith(f"rlxf: model path {str(tmp_path / 'a_file')!r} is a file")
