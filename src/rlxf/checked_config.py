@@ -16,7 +16,7 @@ from rlxf.config import Config, ConfigError, build_config_tree, read_config_tree
 from rlxf.envs.base import env_problem
 from rlxf.loops import LOOPS, steps_key
 from rlxf.loops.refusals import refusal_of
-from rlxf.rollout.engine import ROLLOUT_ENGINES
+from rlxf.rollout.engine import ROLLOUT_ENGINES, engine_options_problem
 from rlxf.runtime import RUNTIMES
 
 __all__ = ["build_config", "check_config", "load_config", "refuse_foreign_steps", "resume_changes"]
@@ -30,7 +30,7 @@ def check_config(config: Config) -> Config:
                                  ("runtime.kind", config.runtime.kind, RUNTIMES)):
         if value not in registry.names():
             raise ConfigError(f"unknown {key} {value!r}; known: {registry.names()}")
-    problem = refusal_of(config)
+    problem = refusal_of(config) or engine_options_problem(config.rollout.engine, config.rollout.engine_options)
     if not problem and config.env.name:
         problem = env_problem(config.env.name, config.env.kwargs)
     if problem:
@@ -60,10 +60,23 @@ def refuse_foreign_steps(config: Config, overrides: list[str] | tuple[str, ...])
                               f"(train.steps is the RL loops'): write {key}={value}")
 
 
+# Loops whose checkpoints hold the same states (the RL loops: actor, critic, the prompt stream), so one can
+# continue the other's run; any other pair would fail on a file the other loop never wrote.
+SAME_CHECKPOINTS = {"rl_async": "rl"}
+
+
+def _checkpoint_kind(loop: str) -> str:
+    return SAME_CHECKPOINTS.get(loop, loop)
+
+
 def resume_changes(saved: Config, config: Config) -> list[str]:
     """What a resume with overrides changes in what trains: one line naming every changed key (none when
     nothing but the step count changed). A change the checkpoint cannot carry is refused: a critic the
-    checkpoint does not hold."""
+    checkpoint does not hold; another loop (each loop's checkpoint holds its own trainers' states)."""
+    if _checkpoint_kind(config.loop) != _checkpoint_kind(saved.loop):
+        raise ConfigError(f"--resume {config.run_dir}: the run was trained by loop {saved.loop}, and its checkpoints "
+                          f"cannot continue as loop {config.loop}: start a new run from its policy (loop={config.loop} "
+                          "model.path=RUN/checkpoints/step_N/policy)")
     if config.algorithm.use_critic and not saved.algorithm.use_critic and config.loop in ("rl", "rl_async"):
         raise ConfigError(f"--resume {config.run_dir}: algorithm.name={config.algorithm.name} trains a critic "
                           f"(use_critic=true), and the run ({saved.algorithm.name}) has none in its checkpoints: "

@@ -90,6 +90,7 @@ def _plot_finished_run(run_dir: Path) -> None:
 
 
 def cmd_plot(ns: argparse.Namespace) -> int:
+    from rlxf.loops.run_dir import check_writable_dir
     from rlxf.tracking.plot import plot_runs
 
     runs = [Path(d) for d in ns.run_dirs]
@@ -97,7 +98,13 @@ def cmd_plot(ns: argparse.Namespace) -> int:
     if missing:
         raise ConfigError(f"rlxf plot: no metrics.jsonl in {', '.join(missing)} (is it a run directory?)")
     out = Path(ns.output) if ns.output else (runs[0] / "plots.png" if len(runs) == 1 else Path("plots.png"))
-    print(plot_runs(runs, out))
+    if out.is_dir():  # a folder given as --output: the plot goes in it (matplotlib would write FOLDER.png beside it)
+        out = out / "plots.png"
+    check_writable_dir(out.absolute().parent, "--output's folder")
+    try:
+        print(plot_runs(runs, out))
+    except OSError as err:  # a full disk, a folder where the file should go
+        raise ConfigError(f"rlxf plot: cannot write {out} ({err.strerror or err})") from None
     return 0
 
 
@@ -194,6 +201,9 @@ def cmd_sweep(ns: argparse.Namespace) -> int:
             raise ConfigError(f"--per-seed {override}: expected key.path=VALUE with {{seed}} in the value")
     if ns.seeds < 1:
         raise ConfigError(f"--seeds {ns.seeds}: give at least 1 seed")
+    from rlxf.loops.run_dir import check_writable_dir
+
+    check_writable_dir(Path(ns.out), "--out")  # before any seed starts or anything is written
     if ns.parallel != "auto" and (not ns.parallel.isdigit() or int(ns.parallel) < 1):
         raise ConfigError(f"--parallel {ns.parallel}: give a number of runs at once (1 or more) or auto")
     return run_sweep(SweepRequest(

@@ -13,6 +13,13 @@ class RlxfError(Exception):
     exit_code = 1  # the run failed; its last checkpoint is kept (2: a usage mistake, refused at start-up)
 
 
+class MissingPackageError(RlxfError, ImportError):
+    """An optional package that a setting needs is not installed (vllm, reasoning-gym, wandb, ...); the message
+    names the setting and what to install. An ImportError still, for callers that catch one."""
+
+    exit_code = 2  # nothing ran that the package was needed for
+
+
 class RemoteTraceback(Exception):
     """The formatted traceback of an error raised in another process, chained as the re-raised error's cause."""
 

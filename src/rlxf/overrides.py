@@ -115,7 +115,7 @@ def _apply_preset_anew(algorithm: dict, recipe_algorithm: dict, given: set[str])
     kept = sorted(k for k in PRESETS[new] if k in algorithm and k not in given and k in recipe_algorithm
                   and algorithm[k] != PRESETS[new][k])
     if kept:
-        logger.warning("rlxf: algorithm.name=%s over preset %s: kept the recipe's own %s", new, old,
+        logger.warning("warning: algorithm.name=%s over preset %s: kept the recipe's own %s", new, old,
                        ", ".join(f"{k}={algorithm[k]}" for k in kept))
 
 
@@ -132,5 +132,5 @@ def _drop_foreign_task_args(data: dict, recipe_task: str | None) -> None:
     foreign = sorted(k for k in data.get("task_args") or {} if accepted is not None and k not in accepted)
     if foreign:
         data["task_args"] = {k: v for k, v in data["task_args"].items() if k not in foreign}
-        logger.warning("rlxf: dropped the recipe's data.task_args %s: written for task %s, not taken by task %s",
+        logger.warning("warning: dropped the recipe's data.task_args %s: written for task %s, not taken by task %s",
                        ", ".join(foreign), recipe_task, task)

@@ -11,7 +11,20 @@ import importlib
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from rlxf.errors import RlxfError
+
 T = TypeVar("T")
+
+
+class UnknownNameError(RlxfError, KeyError):
+    """A name no implementation of the kind is registered under. A ``KeyError`` still (callers that catch it
+    to name their own key keep doing so), and an :class:`RlxfError`, so a name that reaches a registry only
+    once the run builds it (a tool in ``env.kwargs.tools``, a judge backend) is one ``rlxf:`` line too."""
+
+    exit_code = 2  # a usage mistake, like a wrong key at start-up
+
+    def __str__(self) -> str:  # KeyError's own str() quotes the message
+        return str(self.args[0]) if self.args else ""
 
 
 class Registry(Generic[T]):
@@ -42,7 +55,7 @@ class Registry(Generic[T]):
             return self._entries[name]
         except KeyError:
             known = ", ".join(self.names()) or "(none)"
-            raise KeyError(f"unknown {self.kind} {name!r}; known: {known}") from None
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; known: {known}") from None
 
     def names(self) -> list[str]:
         """Registered names and those a module will register on first use."""

@@ -91,7 +91,7 @@ def test_switching_the_task_drops_the_recipes_foreign_task_args_with_a_warning(t
     out = capsys.readouterr().out
     assert re.search(r"^  task_args: \{\} ", out, re.M)
     assert [r.getMessage() for r in caplog.records] == [
-        "rlxf: dropped the recipe's data.task_args b_digits, digits, ops, sloppy_teacher: written for task "
+        "warning: dropped the recipe's data.task_args b_digits, digits, ops, sloppy_teacher: written for task "
         "arithmetic, not taken by task file"]
 
 

@@ -26,7 +26,7 @@ import rlxf
 
 SOURCE = Path(rlxf.__file__).parent
 LAYERS = {
-    "cli": 6, "studio": 6, "sweep": 6, "checked_config": 6,
+    "cli": 6, "__main__": 6, "studio": 6, "sweep": 6, "checked_config": 6,
     "loops": 5, "config": 5, "overrides": 5, "config_reference": 5,
     "roles": 4, "eval": 4, "envs": 4,
     "rewards": 3, "rollout": 3, "serving": 3, "train": 3, "runtime": 3,

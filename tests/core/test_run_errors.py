@@ -162,7 +162,11 @@ def test_every_error_class_is_an_rlxf_error_run_through_the_cli_or_said_to_end_i
                                                       # and tests/core/test_run_lifecycle.py
                                                       "StoppedBeforeFirstCheckpoint", "EveryTrajectoryFailed",
                                                       # tests/envs/test_openenv_env.py
-                                                      "OpenEnvServerError"}
+                                                      "OpenEnvServerError",
+                                                      # run through the cli in tests/core/test_cli_one_line.py
+                                                      # (UnknownNameError there as the env's unknown tool)
+                                                      "ModelFolderError", "LabelStoreError", "EngineOptionsError",
+                                                      "UnknownNameError", "MissingPackageError"}
     assert set(found) - set(INTERNAL) - {"RemoteTraceback"} == covered
     for name in covered:
         cls = getattr(importlib.import_module(found[name]), name)

@@ -77,6 +77,26 @@ def test_a_resume_that_would_add_a_critic_is_refused_and_one_that_changes_the_al
     assert (saved["name"], saved["norm_adv_by_std"]) == ("dr_grpo", False)
 
 
+@pytest.mark.parametrize("loop, steps", [("sft", "sft.steps=5"), ("dpo", "preference.steps=5")])
+def test_a_resume_as_another_loop_is_refused_and_rewrites_nothing(finished_rl_run, loop, steps, capsys):
+    """The same class as a preset switch: an RL run's checkpoint cannot continue as an offline loop (it failed
+    on a missing optimizer file with a traceback, or named a missing reference folder, after rewriting
+    config.yaml with the new loop)."""
+    before = snapshot(finished_rl_run)
+    code, _, err = run(["train", "--resume", str(finished_rl_run), f"loop={loop}", steps, *QUIET], capsys)
+    assert code == 2
+    assert one_line(err) == (f"rlxf: --resume {finished_rl_run}: the run was trained by loop rl, and its checkpoints "
+                             f"cannot continue as loop {loop}: start a new run from its policy (loop={loop} "
+                             "model.path=RUN/checkpoints/step_N/policy)")
+    assert snapshot(finished_rl_run) == before
+
+
+def test_a_resume_of_an_rl_run_by_the_async_rl_loop_goes_on(finished_rl_run, capsys):
+    code, out, err = run(["train", "--resume", str(finished_rl_run), "loop=rl_async", "train.steps=3", *QUIET], capsys)
+    assert code == 0, err
+    assert "loop rl -> rl_async" in out and (finished_rl_run / "checkpoints" / "step_000003").is_dir()
+
+
 # item 3: a run that fails before its first step leaves the folder as it found it
 
 def test_a_run_that_fails_before_its_first_checkpoint_leaves_the_previous_run(finished_rl_run, tiny_model_dir,
@@ -185,8 +205,10 @@ def test_a_run_whose_every_agent_fails_stops_with_the_first_reason(tmp_path, tin
                           "env.kwargs.agent=null", command, "env.max_failed_steps=2", *QUIET], capsys)
     assert code == 1
     assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if line.startswith("rlxf:")]
+    assert len(errors) == 1  # the steps' "warning: N of M agents failed" lines are not errors of the run
     last = [line for line in err.splitlines() if line.strip()][-1]
-    assert last.startswith("rlxf: every trajectory failed before it was scored in 2 steps in a row (steps 1-2, "
+    assert last == errors[0] and last.startswith("rlxf: every trajectory failed before it was scored in 2 steps in a row (steps 1-2, "
                            "env.max_failed_steps=2): nothing to learn from, the run stops; the first failure: agent ")
     assert "ModuleNotFoundError: No module named 'no_such_module_for_the_agent'" in last
     # the step that tripped it was not trained: the run is kept at the step before

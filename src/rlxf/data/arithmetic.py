@@ -16,7 +16,7 @@ from __future__ import annotations
 import operator
 import random
 
-from rlxf.data.tasks import TASKS, TaskSplits, task_check
+from rlxf.data.tasks import TASKS, TaskSplits, check_rows_in_memory, task_check
 
 OPERATORS = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
@@ -56,7 +56,7 @@ def addends(prompt: str) -> tuple[int, int]:
 @task_check("arithmetic")
 def check_arithmetic_args(
     eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None, sloppy_teacher: float = 0.0,
-    **_,
+    question: str | None = None, **_,
 ) -> None:
     """What ``arithmetic_task`` refuses, named by its ``data.task_args`` key (run when the recipe loads)."""
     unknown = set(ops) - set(OPERATORS)
@@ -69,10 +69,25 @@ def check_arithmetic_args(
     if not 0.0 <= sloppy_teacher <= 1.0:
         raise ValueError(f"data.task_args.sloppy_teacher={sloppy_teacher}: must be in [0, 1]")
     problems = len(set(ops)) * 10**digits * 10 ** (b_digits or digits)
+    check_rows_in_memory(problems, f"data.task_args.digits={digits}" + (f", b_digits={b_digits}" if b_digits else "")
+                         + (f", ops={ops!r}" if len(set(ops)) > 1 else ""))
+    if question is not None:
+        check_question(question)
     if eval_size >= problems:
         raise ValueError(f"data.eval_size={eval_size} holds out all {problems} problems of data.task_args.digits="
                          f"{digits}" + (f", b_digits={b_digits}" if b_digits else "") + ": none would be left to "
                          "train on; lower data.eval_size or raise the digits")
+
+
+def check_question(question: str) -> None:
+    """A ``question`` template fills only ``{a}``, ``{b}``, ``{op}`` and ``{op_word}``; one that names another
+    field would fail on the first row, after the run had started."""
+    try:
+        question.format(a=1, b=2, op="+", op_word="plus")
+    except (KeyError, IndexError, ValueError) as err:
+        why = f"unknown field {{{err.args[0]}}}" if isinstance(err, (KeyError, IndexError)) else str(err)
+        raise ValueError(f"data.task_args.question={question!r}: {why}; it may use {{a}}, {{b}}, {{op}}, "
+                         "{op_word} (write {{ and }} for a literal brace)") from None
 
 
 @TASKS.register("arithmetic")
@@ -80,7 +95,7 @@ def arithmetic_task(
     seed: int, eval_size: int, digits: int = 2, ops: str = "+", b_digits: int | None = None,
     reverse: bool = False, sloppy_teacher: float = 0.0, question: str | None = None,
 ) -> TaskSplits:
-    check_arithmetic_args(eval_size, digits, ops, b_digits, sloppy_teacher)
+    check_arithmetic_args(eval_size, digits, ops, b_digits, sloppy_teacher, question)
     problems = [
         (a, op, b) for op in ops for a in range(10**digits) for b in range(10 ** (b_digits or digits))
     ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 
 from rlxf.data.arithmetic import add_without_carry
-from rlxf.data.tasks import TASKS, TaskSplits, task_check
+from rlxf.data.tasks import TASKS, TaskSplits, check_rows_in_memory, task_check
 
 
 def chain_row(start: int, addends: list[int], sloppy: list[bool], eos: str, end_at_mistake: bool = True) -> dict:
@@ -45,6 +45,7 @@ def check_arithmetic_chain_args(eval_size: int, digits: int = 2, steps: int = 3,
             raise ValueError(f"data.task_args.{key}={value}: must be 1 or more")
     if not 0.0 <= sloppy_teacher <= 1.0:
         raise ValueError(f"data.task_args.sloppy_teacher={sloppy_teacher}: must be in [0, 1]")
+    check_rows_in_memory(size + eval_size, f"data.task_args.size={size} with data.eval_size={eval_size}")
     distinct = 10**digits * 9**steps
     if eval_size >= distinct:
         raise ValueError(f"data.eval_size={eval_size} holds out all {distinct} chains of data.task_args.digits="

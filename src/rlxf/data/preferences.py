@@ -21,11 +21,12 @@ import random
 import torch
 
 from rlxf.batch import TrajectoryBatch
-from rlxf.data.arithmetic import addends, arithmetic_task
+from rlxf.data.arithmetic import addends, arithmetic_task, check_arithmetic_args
 from rlxf.data.files import DatasetError, read_records, split_files, validate_row
 from rlxf.data.sft_examples import sft_batch
-from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.data.tasks import KEYWORDS_FROM_CONFIG, TASKS, TaskSplits, task_check
 from rlxf.data.wrong_answers import wrong_answer_picker
+from rlxf.registry import keyword_problem
 
 
 def _is_chat(value) -> bool:
@@ -81,6 +82,18 @@ def without_eos(batch: TrajectoryBatch, eos_id: int, pad_id: int) -> TrajectoryB
     batch.response_ids = torch.where(eos, torch.full_like(batch.response_ids, pad_id), batch.response_ids)
     batch.response_mask, batch.loss_mask = batch.response_mask * keep, batch.loss_mask * keep
     return batch
+
+
+@task_check("arithmetic_preferences")
+def check_arithmetic_preferences_args(eval_size: int, rejected: dict[str, float] | None = None, **task_args) -> None:
+    """What ``arithmetic_preferences`` passes on to the arithmetic task is checked as that task's own
+    ``data.task_args`` are (it takes any keyword, so the generic check cannot see a wrong one)."""
+    if set(task_args.get("ops", "+")) != {"+"} or task_args.get("reverse"):
+        raise ValueError("arithmetic_preferences: only forward addition (ops '+') is supported")
+    problem = keyword_problem(arithmetic_task, task_args, "data.task_args", skip=KEYWORDS_FROM_CONFIG)
+    if problem:
+        raise ValueError(problem)
+    check_arithmetic_args(eval_size, **task_args)
 
 
 @TASKS.register("arithmetic_preferences")

@@ -17,8 +17,13 @@ def load_task(data_config, seed: int) -> TaskSplits:
         return TASKS.get(data_config.task)(seed=seed, eval_size=data_config.eval_size, **args)
     except RlxfError:
         raise
-    except ValueError as err:  # a value the task refuses that no check at load caught: still the user's, named
-        raise ConfigError(f"data.task={data_config.task} with data.task_args {data_config.task_args}: {err}") from err
+    except (ValueError, KeyError, IndexError) as err:  # a value the task refuses (or a template field it lacks)
+        # that no check at load caught: still the user's, named
+        raise ConfigError(f"data.task={data_config.task} with data.task_args {data_config.task_args}: "
+                          f"{type(err).__name__ + ' ' if not isinstance(err, ValueError) else ''}{err}") from err
+    except MemoryError:  # rows past what a check bounds (data/tasks.py MAX_TASK_ROWS): the user's values, named
+        raise ConfigError(f"data.task={data_config.task} with data.task_args {data_config.task_args}: its rows do "
+                          "not fit in memory; lower the task's size") from None
 
 
 class PromptStream:

@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.errors import MissingPackageError
 
 SUM = re.compile(r"(\d+(?:\s*[+-]\s*\d+)+)\D*$")
 
@@ -38,7 +39,7 @@ def import_reasoning_gym():
     try:
         import reasoning_gym
     except ImportError:
-        raise ImportError("the reasoning_gym task needs reasoning-gym: pip install 'rlxf[reasoning]'") from None
+        raise MissingPackageError("the reasoning_gym task needs reasoning-gym: pip install 'rlxf[reasoning]'") from None
     return reasoning_gym
 
 

@@ -65,6 +65,19 @@ def task_keywords(name: str) -> TaskKeywords:
 TASK_CHECKS: dict[str, Callable[..., None]] = {}
 
 
+# Tasks build every row in memory when the run starts (about 0.5 GB per million arithmetic rows, more once
+# tokenized): past this many a value like ``digits=9`` would exhaust the memory, or draw rows for hours, after
+# the run had started, so the task's check refuses it when the recipe loads.
+MAX_TASK_ROWS = 1_000_000
+
+
+def check_rows_in_memory(rows: int, what: str) -> None:
+    """Refuse (ValueError naming ``what``, the keys that set it) a task of more than ``MAX_TASK_ROWS`` rows."""
+    if rows > MAX_TASK_ROWS:
+        raise ValueError(f"{what}: {rows:,} rows would be built in memory, more than the {MAX_TASK_ROWS:,} a task "
+                         "may build; lower it")
+
+
 def task_check(name: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     def add(check: Callable[..., None]) -> Callable[..., None]:
         TASK_CHECKS[name] = check

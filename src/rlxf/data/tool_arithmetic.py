@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 
 from rlxf.data.arithmetic import OPERATORS
-from rlxf.data.tasks import TASKS, TaskSplits, task_check
+from rlxf.data.tasks import TASKS, TaskSplits, check_rows_in_memory, task_check
 
 
 def tool_demo(prompt_expr: str, answer: str, tool: str, eos: str) -> str:
@@ -28,6 +28,7 @@ def check_tool_arithmetic_args(eval_size: int, digits: int = 3, ops: str = "*", 
         raise ValueError(f"data.task_args.{'digits' if digits < 1 else 'size'}: must be 1 or more")
     if not 0.0 <= tool_demo_fraction <= 1.0:
         raise ValueError(f"data.task_args.tool_demo_fraction={tool_demo_fraction}: must be in [0, 1]")
+    check_rows_in_memory(size + eval_size, f"data.task_args.size={size} with data.eval_size={eval_size}")
     distinct = len(set(ops)) * (10**digits - 10 ** (digits - 1)) ** 2
     if eval_size >= distinct:
         raise ValueError(f"data.eval_size={eval_size} holds out all {distinct} problems of data.task_args.digits="

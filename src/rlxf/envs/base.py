@@ -68,7 +68,7 @@ def env_problem(name: str, kwargs: dict[str, Any]) -> str | None:
 
 def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[], Environment]:
     """A zero-argument constructor: a registered name or a dotted path ``module:Class``. A value the class
-    refuses (ValueError) is one ConfigError naming ``env.kwargs``."""
+    refuses (ValueError, or a KeyError of a name it looks up) is one ConfigError naming ``env.kwargs``."""
     from rlxf.config_error import ConfigError
 
     cls = env_class(name)
@@ -79,7 +79,7 @@ def env_factory(name: str, kwargs: dict[str, Any] | None = None) -> Callable[[],
             return cls(**kwargs)
         except ConfigError:
             raise
-        except ValueError as err:
-            raise ConfigError(f"env.name={name} with env.kwargs {kwargs}: {err}") from err
+        except (ValueError, KeyError) as err:  # a value it refuses, or a name it looks up (an unknown tool)
+            raise ConfigError(f"env.name={name} with env.kwargs {kwargs}: {str(err).strip(chr(34))}") from err
 
     return make

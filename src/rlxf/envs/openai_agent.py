@@ -35,6 +35,7 @@ from typing import Any
 from rlxf.config_error import ConfigError
 from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS
+from rlxf.errors import MissingPackageError
 from rlxf.rewards.registry import import_object
 from rlxf.serving.chat_format import CHAT_FORMATS, ChatFormat
 
@@ -84,7 +85,7 @@ def _openai():
     try:
         import openai
     except ImportError:
-        raise ImportError("rlxf: env openai_agent with an agent function needs the openai client: pip install openai") from None
+        raise MissingPackageError("env openai_agent with an agent function needs the openai client: pip install openai") from None
     return openai
 
 

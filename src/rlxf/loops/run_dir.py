@@ -68,15 +68,23 @@ def prepare_run_dir(run_dir: Path, resume: bool, write: Callable[[str], None]) -
 def check_writable_dir(folder: Path, key: str) -> None:
     """Refuse, creating nothing, a folder that cannot be made or written: it is a file, a file stands
     where one of its parents should be, or the nearest existing parent (or itself) is read-only."""
+    problem = folder_problem(folder)
+    if problem:
+        raise ConfigError(f"{key} {folder}: {problem}; choose another {key}")
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why ``folder`` cannot be made or written ("cannot be a folder (it is a file)", ...), or None."""
     existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
     if existing is None:
-        return
+        return None
     if not existing.is_dir():
         where = "it is a file" if existing == folder else f"{existing} is a file, not a folder"
-        raise ConfigError(f"{key} {folder}: cannot be a folder ({where}); choose another {key}")
+        return f"cannot be a folder ({where})"
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "it is" if existing == folder else f"its parent {existing} is"
-        raise ConfigError(f"{key} {folder}: cannot be written ({what} read-only or not ours); choose another {key}")
+        return f"cannot be written ({what} read-only or not ours)"
+    return None
 
 
 def writable_dir(folder: Path, key: str) -> Path:

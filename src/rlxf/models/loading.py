@@ -32,6 +32,32 @@ class ModelNotLocalError(ConfigError):
     """A model path that is neither a folder nor in the HF cache, while downloads are off."""
 
 
+class ModelFolderError(ConfigError):
+    """A local model folder transformers cannot load (no weights, no tokenizer files, a damaged config.json)."""
+
+
+# What a loadable folder holds, by what transformers reads from it: without any of these the library's own
+# error is misleading ("You need to have sentencepiece or tiktoken installed", "Repo id must be ...").
+FOLDER_FILES = {
+    "tokenizer": ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt"),
+    "model": ("*.safetensors", "pytorch_model*.bin", "*.gguf"),
+}
+
+
+def _load_failure(path: str, allow_download: bool, what: str, error: Exception) -> Exception:
+    """The error to raise when transformers cannot load ``what`` (model or tokenizer) from ``path``: a miss
+    while offline, or, for a local folder, one line naming the folder and what it lacks; else ``error``."""
+    offline = _offline_guard(path, allow_download, what)
+    if offline is not None or not Path(path).is_dir():
+        return offline or error
+    if not any(any(Path(path).glob(pattern)) for pattern in FOLDER_FILES[what]):
+        why = f"it holds no {what} files ({', '.join(FOLDER_FILES[what])})"
+    else:
+        why = f"transformers cannot read its {what}: {(str(error).strip().splitlines() or [type(error).__name__])[0]}"
+    return ModelFolderError(f"model path {path!r}: {why}; give a model folder (as save_pretrained writes one) "
+                            "or a checkpoint's policy folder")
+
+
 def _offline_guard(path: str, allow_download: bool, what: str):
     """The ``from_pretrained`` error of an offline miss, as one message naming the path and the switch."""
     if allow_download or Path(path).exists():
@@ -56,6 +82,9 @@ def resolve_model_path(path: str, work_dir: str | Path | None = None) -> str:
                                  f"in the HF cache (org/name), tiny:NAME or {' / '.join(PACKAGED_MODELS)}")
     if Path(path).is_dir() and not (Path(path) / "config.json").exists():
         return model_folder_in(Path(path))
+    if Path(path).is_file():  # transformers would read it as a hub name ("Repo id must be ...") or a config
+        raise ModelNotLocalError(f"model path {path!r} is a file, not a model folder: give the folder that holds "
+                                 "its config.json (a checkpoint's policy folder), or a .gguf file")
     return path
 
 
@@ -112,8 +141,8 @@ def load_tokenizer(path: str, allow_download: bool = False) -> PreTrainedTokeniz
     path = resolve_model_path(path)  # a .gguf or packaged name given directly (e.g. rlxf eval --model)
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=not allow_download)
-    except OSError as error:
-        raise (_offline_guard(path, allow_download, "tokenizer") or error) from error
+    except (OSError, ValueError) as error:
+        raise _load_failure(path, allow_download, "tokenizer", error) from error
     remember_original_padding(tokenizer)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -135,6 +164,6 @@ def load_causal_lm(
         model = AutoModelForCausalLM.from_pretrained(
             path, dtype="auto" if dtype == "auto" else DTYPES[dtype], local_files_only=not allow_download
         )
-    except OSError as error:
-        raise (_offline_guard(path, allow_download, "model") or error) from error
+    except (OSError, ValueError) as error:
+        raise _load_failure(path, allow_download, "model", error) from error
     return model.to(device)

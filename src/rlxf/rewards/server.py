@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
+from rlxf.errors import MissingPackageError
 from rlxf.rewards.base import Reward, RewardOutput, call_reward
 from rlxf.rewards.server_batching import MicroBatcher
 from rlxf.rewards.server_guard import BodyLimitMiddleware, check_bind, token_matches
@@ -86,7 +87,7 @@ def require_serve_extra() -> None:
         import fastapi  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as err:
-        raise ImportError(f"the reward server needs FastAPI and uvicorn ({err.name} is missing): "
+        raise MissingPackageError(f"the reward server needs FastAPI and uvicorn ({err.name} is missing): "
                           "pip install 'rlxf[serve]'") from None
 
 

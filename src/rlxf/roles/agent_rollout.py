@@ -137,5 +137,5 @@ class AgentRolloutRole(EnvRolloutRole):
         self.last_failures = Counter(f.kind for f in failures)
         if failures:
             kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(self.last_failures.items()))
-            log.warning("rlxf: %d of %d agents failed (%s), scored 0; e.g. %s", len(failures), len(outcomes),
+            log.warning("warning: %d of %d agents failed (%s), scored 0; e.g. %s", len(failures), len(outcomes),
                         kinds, failures[0].reason)

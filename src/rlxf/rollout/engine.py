@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from rlxf.config_error import ConfigError
 from rlxf.registry import Registry
 from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
@@ -68,8 +69,26 @@ def build_engine(
     if options:
         try:
             return engine_cls(model=model, eos_id=eos_id, pad_id=pad_id, **options)
+        except ConfigError:
+            raise
         except TypeError as error:
             if "unexpected keyword argument" not in str(error):
                 raise
-            raise TypeError(f"rollout.engine_options {sorted(options)} are not options of engine {name!r}: {error}") from None
+            raise EngineOptionsError(f"rollout.engine_options {sorted(options)} are not options of engine {name!r}: "
+                                     f"{error}") from None
+        except ValueError as error:  # a value the engine refuses (a dtype it does not know): the user's, named
+            raise EngineOptionsError(f"rollout.engine_options {options} of engine {name!r}: {error}") from error
     return engine_cls(model=model, eos_id=eos_id, pad_id=pad_id)
+
+
+class EngineOptionsError(ConfigError, TypeError):
+    """``rollout.engine_options`` that the engine does not take, or a value it refuses (a TypeError still, as
+    an unexpected keyword is)."""
+
+
+def engine_options_problem(name: str, options: dict[str, Any]) -> str | None:
+    """An option engine ``name`` does not take, or of the wrong type, named (checked when the recipe loads)."""
+    from rlxf.registry import keyword_problem
+
+    return keyword_problem(ROLLOUT_ENGINES.get(name), options, "rollout.engine_options",
+                           skip=("model", "eos_id", "pad_id"))

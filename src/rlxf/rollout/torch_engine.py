@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from rlxf.batch import left_pad
+from rlxf.config_error import ConfigError
 from rlxf.models.loading import DTYPES
 from rlxf.rollout.decoders import make_decoder
 from rlxf.rollout.decoders.base import prefill_expanded
@@ -29,7 +30,7 @@ from rlxf.rollout.turn_sessions import TurnSessions
 
 def decode_dtype(name: str) -> torch.dtype:
     if name not in DTYPES:
-        raise ValueError(f"rollout.engine_options.dtype {name!r} is not one of {', '.join(DTYPES)}")
+        raise ConfigError(f"rollout.engine_options.dtype {name!r} is not one of {', '.join(DTYPES)}")
     return DTYPES[name]
 
 

@@ -55,6 +55,7 @@ from typing import Any
 
 import torch
 
+from rlxf.errors import MissingPackageError
 from rlxf.models.saving import save_model
 from rlxf.rollout.engine import ROLLOUT_ENGINES
 from rlxf.rollout.generation import Generation, response_mask_from_lengths
@@ -90,7 +91,7 @@ def import_vllm():
     try:
         return importlib.import_module("vllm")
     except ImportError as error:
-        raise ImportError(MISSING_VLLM.format(error=error)) from error
+        raise MissingPackageError(MISSING_VLLM.format(error=error)) from error
 
 
 @ROLLOUT_ENGINES.register("vllm")

@@ -23,6 +23,7 @@ import secrets
 import threading
 import time
 
+from rlxf.errors import MissingPackageError
 from rlxf.rollout.stops import stop_id_list
 from rlxf.serving.batcher import GenerationBatcher
 from rlxf.serving.chat_format import ChatFormat
@@ -249,7 +250,7 @@ class RunningEndpoint:
         try:
             import uvicorn  # noqa: F401  (checked here: the message names the extra to install)
         except ImportError:
-            raise ImportError("rlxf: the OpenAI-compatible endpoint needs FastAPI and uvicorn: pip install 'rlxf[serve]'") from None
+            raise MissingPackageError("the OpenAI-compatible endpoint needs FastAPI and uvicorn: pip install 'rlxf[serve]'") from None
         from rlxf.rewards.server import ServerSettings, bound_socket, start_on_thread, uvicorn_server
 
         self.endpoint = endpoint

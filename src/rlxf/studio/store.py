@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rlxf.errors import RlxfError
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaigns (
     id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, source TEXT NOT NULL, checkpoint TEXT,
@@ -49,21 +51,31 @@ CREATE TABLE IF NOT EXISTS ai_labels (
 """
 
 
+class LabelStoreError(RlxfError, OSError):
+    """The label store cannot be created or opened (a read-only folder, a file that is not a database)."""
+
+    exit_code = 2  # refused before the studio serves anything
+
+
 class Store:
     """A thread-safe handle on the studio database (one connection, serialised by a lock: the studio's
     writes are a few per second, so one writer never waits long)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.RLock()
-        self.conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
-        self.conn.row_factory = sqlite3.Row
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        self.conn.execute("PRAGMA busy_timeout=5000")
-        self.conn.executescript(SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), check_same_thread=False, isolation_level=None)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.execute("PRAGMA busy_timeout=5000")
+            self.conn.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as err:  # a folder that cannot be made, a file that is no database
+            raise LabelStoreError(f"studio: the label store {self.path} cannot be opened ({err}); give --db PATH, "
+                                  "a new file in a writable folder") from err
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlxf.checked_config import load_config
+from rlxf.checked_config import load_config, refuse_foreign_steps
 from rlxf.config_error import ConfigError
 from rlxf.errors import RlxfError
 from rlxf.sweep import memory
@@ -64,6 +64,7 @@ def plan_sweep(request: SweepRequest) -> SweepPlan:
         run_dir = request.out / f"seed_{seed}"
         overrides = run_overrides([*request.overrides, *seed_overrides(request.per_seed, seed)], seed, run_dir)
         wanted = load_config(request.recipe, overrides)
+        refuse_foreign_steps(wanted, [*request.overrides, *request.per_seed])  # as rlxf train would, once
         first = first or wanted
         state = seed_state(run_dir)
         if state != NEW:
@@ -155,7 +156,25 @@ def run_sweep(request: SweepRequest, write: Callable[[str], None] = print) -> in
         write(f"{stop.requested.name} received: the running seeds stopped at a checkpoint; continue with: "
               f"rlxf {shlex.join(sys.argv[1:])}")
         return 128 + stop.requested.value
-    return 0 if summary["complete"] else 1  # a seed failed (or, never here, was left unfinished)
+    if summary["complete"]:
+        return 0
+    failed = summary["failed"]  # a seed failed (or, never here, was left unfinished): say which, and why, on stderr
+    if failed:
+        first = failed[0]
+        print(f"rlxf: sweep: {len(failed)} of {len(request.seeds)} seeds failed; seed {first['seed']} (exit "
+              f"{first['returncode']}): {last_error_line(Path(first['log']))} (its log: {first['log']})",
+              file=sys.stderr)
+    return 1
+
+
+def last_error_line(log: Path) -> str:
+    """The last ``rlxf:`` line of a seed's log (its one-line error), else its last line."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "no log"
+    errors = [line.removeprefix("rlxf: ") for line in lines if line.startswith("rlxf: ")]
+    return (errors or lines or ["empty log"])[-1][:300]
 
 
 def report_from_disk(out: Path, metric: str | None, plot: bool = True) -> tuple[dict, str]:

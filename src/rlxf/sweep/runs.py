@@ -109,6 +109,8 @@ def read_seed(run_dir: Path, seed: int, metric: str, returncode: int | None = No
         state = "failed"
     elif state == PARTIAL and returncode == 0:  # exited 0 with no summary: nothing says it finished
         state = "failed"
+    elif state == NEW and returncode not in (None, 0) and not stopped_by_signal(returncode):
+        state = "failed"  # refused or failed before its run folder was made: started, so not "not started yet"
     summary = read_summary(run_dir) or {}
     checkpoint = latest_checkpoint(run_dir) if state != NEW else None
     step = int(checkpoint.name.removeprefix("step_")) if checkpoint is not None else None

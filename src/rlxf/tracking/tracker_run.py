@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from types import ModuleType
 
+from rlxf.errors import MissingPackageError
 from rlxf.tracking.metrics import finite_or_none
 
 
@@ -21,7 +22,7 @@ def require(module: str, sink: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(
+        raise MissingPackageError(
             f"logging.sinks has {sink!r}, which needs the {module.split('.')[0]!r} package: "
             f"pip install 'rlxf[tracking]' (or drop {sink!r} from logging.sinks)"
         ) from err

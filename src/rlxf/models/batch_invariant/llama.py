@@ -49,11 +49,11 @@ class InvariantLlama:
     @classmethod
     def of(cls, config, weights: dict[str, Tensor]) -> InvariantLlama:
         if getattr(config, "model_type", None) not in MODEL_TYPES:
-            raise ValueError(f"rlxf: exact on-policy (batch_invariant) covers {', '.join(sorted(MODEL_TYPES))} "
+            raise ValueError(f"exact on-policy (batch_invariant) covers {', '.join(sorted(MODEL_TYPES))} "
                              f"models, not {getattr(config, 'model_type', None)!r}")
         for name, value in weights.items():
             if value.is_floating_point() and value.dtype != torch.float32:
-                raise ValueError(f"rlxf: exact on-policy (batch_invariant) runs in float32; {name} is {value.dtype}")
+                raise ValueError(f"exact on-policy (batch_invariant) runs in float32; {name} is {value.dtype}")
         nh = config.num_attention_heads
         hd = getattr(config, "head_dim", None) or config.hidden_size // nh
         inv_freq, scaling = rope_inv_freq(config, hd)

@@ -56,7 +56,7 @@ def make_decoder(
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
     if batch_invariant:
         if prefer == "hf" or fp32_head or dtype not in (None, torch.float32):
-            raise ValueError("rlxf: rollout.engine_options.batch_invariant runs its own fp32 decoder: drop "
+            raise ValueError("rollout.engine_options.batch_invariant runs its own fp32 decoder: drop "
                              "engine_options decoder=hf, dtype and fp32_lm_head")
         return ExactDecoder(model)
     window = sliding_window(model.config)

@@ -26,7 +26,7 @@ class ExactDecoder:
     def __init__(self, model: torch.nn.Module) -> None:
         check_supported(model.config)
         if sliding_window(model.config) is not None:
-            raise ValueError("rlxf: rollout.engine_options.batch_invariant does not apply a sliding window")
+            raise ValueError("rollout.engine_options.batch_invariant does not apply a sliding window")
         with torch.no_grad():
             state = model.state_dict()
             embed = state["model.embed_tokens.weight"]

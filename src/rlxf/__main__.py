@@ -1,0 +1,7 @@
+"""``python -m rlxf ...``: the same command line as the ``rlxf`` script (cli.py)."""
+
+import sys
+
+from rlxf.cli import main
+
+sys.exit(main())
