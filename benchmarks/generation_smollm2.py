@@ -9,7 +9,8 @@ generates ``--new`` tokens. Engines alternate in one process (medians after a wa
 engine as shipped; ``torch_race`` the same engine sampling by the exponential race it used before
 (argmax p / E, one exponential draw per vocabulary entry: the cost the inverse-CDF sampler removes);
 ``hf`` HF ``generate`` on the policy itself (fp32) or a bf16 copy (bf16), with no weight update. The
-fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token. vLLM is measured by
+fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token; ``sampler_ms`` times the draw alone
+(one token per row of the vocabulary's probabilities) for each sampler. vLLM is measured by
 ``benchmarks/vllm_speed.py`` in its own environment (``make setup-vllm``). Prints JSON.
 """
 
@@ -51,6 +52,18 @@ def with_sampler(sampler, fn):
         finally:
             sampling.inverse_cdf_sample = shipped
     return run
+
+
+def sampler_ms(rows: int, vocab: int, reps: int) -> dict:
+    """Milliseconds to draw one token per row of [rows, vocab] probabilities: the shipped inverse CDF, the
+    exponential race, ``torch.multinomial`` (alternating, medians)."""
+    probs = (torch.randn(rows, vocab, generator=torch.Generator().manual_seed(0)) * 3).softmax(-1)
+    g = torch.Generator().manual_seed(0)
+    draws = {"inverse_cdf": lambda: sampling.inverse_cdf_sample(probs, g),
+             "exponential_race": lambda: exponential_race(probs, g),
+             "multinomial": lambda: torch.multinomial(probs, 1, generator=g)}
+    seconds = alternate(draws, reps)
+    return {name: round(median(s) * 1e3, 2) for name, s in seconds.items()}
 
 
 def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dict:
@@ -104,7 +117,9 @@ def main() -> None:
               "model_parameters": params, "matmul_fp32_gflops": round(flops / 1e9, 1),
               "fp32_ceiling_tokens_per_s": round(flops / (2 * params), 1), "runs": {}}
     start = time.perf_counter()
-    for batch in (int(b) for b in args.batches.split(",")):
+    batches = [int(b) for b in args.batches.split(",")]
+    result["sampler_ms"] = {f"batch{b}": sampler_ms(b, model.config.vocab_size, 10) for b in batches}
+    for batch in batches:
         prompts = encode_prompts(rows[: batch // SAMPLES], tokenizer, True, 256)
         for dtype in args.dtypes.split(","):
             result["runs"][f"batch{batch}_{dtype}"] = measure(model, tokenizer, prompts, dtype, args)

@@ -10,6 +10,7 @@ verifiers' interception server at ``endpoint`` with ``secret``, so the traces re
 
 import re
 
+import httpx
 import verifiers.v1 as vf
 from openai import AsyncOpenAI
 
@@ -66,7 +67,10 @@ class ChatHarness(vf.Harness[vf.HarnessConfig]):
 
     async def launch(self, ctx, trace, runtime, endpoint, secret, mcp_urls, data, **kwargs):
         messages = [{"role": "user", "content": data.prompt}]
-        async with AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=0) as client:
+        # a held-out pass opens ~100 episodes at once on a loaded machine: the SDK's 5 s connect timeout (no retry)
+        # failed some of them, so connect gets a minute and a failed request two more tries
+        timeout = httpx.Timeout(600.0, connect=60.0)
+        async with AsyncOpenAI(base_url=endpoint, api_key=secret, max_retries=2, timeout=timeout) as client:
             for turn in range(data.turns):
                 reply = await client.chat.completions.create(model=ctx.model, messages=messages, max_tokens=16)
                 if data.crash:
