@@ -69,7 +69,7 @@ def test_held_out_evaluation_sees_the_trained_weights(tmp_path, tiny_model_dir, 
     """Evaluation borrows the producer's engine; it first loads the weights posted last, so step 2's
     eval is the step-2 policy's even when the producer would not have loaded them yet."""
     run_dir = tmp_path / "run"
-    rows = run_async(run_dir, tiny_model_dir, "eval.every=1", "checkpoint.every=1", "sft.steps=40", "train.optim.lr=0.01",
+    rows = run_async(run_dir, tiny_model_dir, "eval.every=1", "checkpoint.every=1", "sft.steps=40", "train.optim.lr=0.03",
                      f"async_rl.load_every={load_every}", "async_rl.max_staleness=2", "async_rl.queue_size=2",
                      steps=2)
     own = {step: evaluate_policy(tmp_path, tiny_model_dir, run_dir / "checkpoints" / f"step_{step:06d}" / "policy")
@@ -77,7 +77,9 @@ def test_held_out_evaluation_sees_the_trained_weights(tmp_path, tiny_model_dir, 
     keys = set(own[1])  # accuracy, reward, length and the reward's components
     assert {"eval/accuracy", "eval/reward", "eval/reward/correct"} <= keys
     logged = {r["step"]: {k: r[k] for k in keys} for r in rows if "eval/reward" in r and r["step"] > 0}
-    assert own[1] != own[2]  # the two policies answer differently
+    # the two policies answer differently (a large lr: with smaller ones both steps' policies, of this 2-layer
+    # model, can answer every problem with EOS alike, depending on the samples drawn)
+    assert own[1] != own[2]
     assert logged == {1: pytest.approx(own[1]), 2: pytest.approx(own[2])}
 
 

@@ -268,3 +268,14 @@ def test_an_rl_step_through_the_loop_logs_the_same_numbers(tmp_path, sft_model_d
     assert rows[0]["policy/grad_norm"] > 1e-3
     for key in keys:
         assert rows[7][key] == pytest.approx(rows[0][key], rel=1e-4, abs=1e-6), key
+
+
+def test_no_tokens_give_a_zero_head_gradient():
+    # the sum over chunks starts from the first chunk; with no chunk at all it is an explicit zero
+    weight = torch.randn(7, 4, requires_grad=True)
+    bias = torch.randn(7, requires_grad=True)
+    hidden = torch.randn(0, 4, requires_grad=True)
+    log_p, _ = chunked_head_log_probs(hidden, weight, bias, torch.zeros(0, dtype=torch.long), chunk=2)
+    log_p.sum().backward()
+    assert torch.equal(weight.grad, torch.zeros(7, 4)) and torch.equal(bias.grad, torch.zeros(7))
+    assert hidden.grad.shape == (0, 4)

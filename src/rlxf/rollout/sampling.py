@@ -66,7 +66,7 @@ def inverse_cdf_sample(probs: torch.Tensor, generator: torch.Generator | None = 
     (49,152 fp32 additions would lose the tail's mass), and the draw stays below the total, so a token of
     probability 0 (cut by top-k / top-p) is never chosen: its interval is empty."""
     cumulative = probs.double().cumsum(-1)
-    total = cumulative[:, -1:]
+    total = cumulative[..., -1:]
     draw = torch.rand(total.shape, dtype=torch.float64, device=probs.device, generator=generator) * total
     draw = torch.minimum(draw, torch.nextafter(total, torch.zeros_like(total)))
     return torch.searchsorted(cumulative, draw, right=True).squeeze(-1)

@@ -102,9 +102,6 @@ class DeepSpeedTrainEngine(TrainEngine):
         # self.optimizer stays the torch AdamW: ZeRO rewrote its param groups to the flat fp32
         # partitions, so the LambdaLR built on it still sets the learning rate DeepSpeed uses.
 
-    def _gradient_scope(self):
-        return contextlib.nullcontext()  # sharded / partitioned gradients are reduced dense
-
     # -- the update: DeepSpeed reduces, partitions, clips and steps ------------------------------------
     def _zero_grad(self) -> None:
         pass  # DeepSpeed clears its gradient partitions after every step

@@ -20,7 +20,6 @@ from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.optim_config import OptimConfig
 from rlxf.train.precision import autocast
-from rlxf.train.sparse_embedding_grads import densify_sparse_grads, sparse_embedding_grads
 
 
 class NonFiniteUpdateError(RlxfError, FloatingPointError):
@@ -74,13 +73,12 @@ class TrainEngine:
         self._zero_grad()
         loss_total = 0.0
         history: list[dict[str, float]] = []
-        with self._gradient_scope():
-            for micro in micro_batches:
-                with autocast(self.model, self.cfg.autocast):
-                    loss, metrics = loss_of(micro)
-                self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
-                loss_total += float(loss.detach())
-                history.append(metrics)
+        for micro in micro_batches:
+            with autocast(self.model, self.cfg.autocast):
+                loss, metrics = loss_of(micro)
+            self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
+            loss_total += float(loss.detach())
+            history.append(metrics)
         loss = self._global_loss(loss_total)  # the same value on every rank: they decide alike
         grad_norm = self._update() if math.isfinite(loss) else float("nan")
         skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))
@@ -109,11 +107,6 @@ class TrainEngine:
                 "for NaN/inf in the rewards, advantages or log-probs; resume from the last checkpoint"
             )
 
-    def _gradient_scope(self):
-        """Around the micro-batches' forward and backward passes: embeddings return the rows they used
-        (train/sparse_embedding_grads.py). Data-parallel engines reduce dense gradients and opt out."""
-        return sparse_embedding_grads(self.model)
-
     # The three steps an engine that owns its own gradient handling (DeepSpeed) replaces.
     def _zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -123,7 +116,6 @@ class TrainEngine:
 
     def _update(self) -> float:
         """Clip, step the optimizer (unless the norm is NaN/inf); returns the gradient norm before clipping."""
-        densify_sparse_grads(self.model.parameters())  # an untied embedding's rows; AdamW takes dense ones
         grad_norm = self._clip_gradients()
         if math.isfinite(grad_norm):
             self.optimizer.step()

@@ -14,8 +14,6 @@ resumes in the other.
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 import torch.distributed as dist
 from torch.distributed.checkpoint.state_dict import (
@@ -63,9 +61,6 @@ class FSDP2TrainEngine(TrainEngine):
             fully_shard(block)
         fully_shard(model)
         return self.world_size
-
-    def _gradient_scope(self):
-        return contextlib.nullcontext()  # sharded / partitioned gradients are reduced dense
 
     def _global_loss(self, local_loss: float) -> float:
         return all_reduce_values([local_loss])[0]  # the global mini-batch loss is the sum of the ranks' shares

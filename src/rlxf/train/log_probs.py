@@ -123,9 +123,6 @@ def _shared_prompt_states(
     # FSDP gathers the weights once per forward, so every rank must run the same passes.
     if not all_ranks_agree(shareable and 2 * len(rows) <= batch):
         return None
-    head = None
-    if decoder is None:  # logits wanted: the LM head once over [first; rest], not once per forward (each
-        decoder, head = _decoder_and_head(model)  # use writes a whole [V, H] weight gradient in backward)
     position_ids = position_ids_from_mask(attention_mask)
     first, prompt = _run(
         model, decoder, 1,
@@ -136,7 +133,7 @@ def _shared_prompt_states(
     )
     first = first[inverse]  # [B, 1, .]: predicts response token 0
     if response_width == 1:
-        return _through(head, first)
+        return first
     cache_arg = _cache_argument(decoder if decoder is not None else model)
     cache = getattr(prompt, cache_arg, None)
     if cache is None or not hasattr(cache, "batch_select_indices"):
@@ -151,23 +148,7 @@ def _shared_prompt_states(
         use_cache=True,
         **{cache_arg: cache},
     )
-    return _through(head, torch.cat([first, rest], dim=1))
-
-
-def _decoder_and_head(model: torch.nn.Module) -> tuple[torch.nn.Module | None, torch.nn.Module | None]:
-    """(decoder, LM head) of a model whose logits are the head's output as it is (the shared-prefix
-    architectures' ``lm_head``), or (None, None): the model's own forward then makes the logits."""
-    try:
-        decoder = decoder_of(model)
-        lm_head_parameters(model)  # a plain nn.Linear with no transform of its logits
-    except ConfigError:
-        return None, None
-    return decoder, model.get_output_embeddings()
-
-
-def _through(head: torch.nn.Module | None, states: torch.Tensor) -> torch.Tensor:
-    """fp32 logits of hidden ``states`` through ``head``, or ``states`` as they are (no head)."""
-    return states if head is None else head(states).float()
+    return torch.cat([first, rest], dim=1)
 
 
 def token_log_probs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
