@@ -26,14 +26,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import alternate, emit, median  # noqa: E402
-from rl_step_vs_trl import matmul_flops, sums_in_words_splits  # noqa: E402
+from rl_step_vs_trl import NO_EOS, matmul_flops, sums_in_words_splits  # noqa: E402
 from rlxf.data.prompt_tokens import encode_prompts  # noqa: E402
 from rlxf.models.loading import load_causal_lm, load_tokenizer, resolve_model_path  # noqa: E402
 from rlxf.rollout import sampling  # noqa: E402
 from rlxf.rollout.engine import build_engine  # noqa: E402
 from rlxf.rollout.sampling import SamplingParams  # noqa: E402
 
-NO_EOS = -1  # an id no token has: every row decodes every step
 SAMPLES = 8  # a GRPO group
 
 
