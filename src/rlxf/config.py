@@ -123,7 +123,8 @@ class RolloutConfig(Section):
     engine: str = Field("torch", description="torch (built-in) | hf (transformers generate, the reference) | "
                         "vllm (optional)")
     engine_options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the engine "
-                                           "(vllm: vllm.LLM's; torch: dtype, decoder, fp32_lm_head, batch_invariant)")
+                                           "(vllm: vllm.LLM's; torch: dtype, decoder, fp32_lm_head, batch_invariant, "
+                                           "share_weights)")
     n_samples: int = Field(8, ge=1, description="responses per prompt (the group of GRPO/RLOO)")
     temperature: float = Field(1.0, ge=0.0, description="sampling temperature; 0 = greedy")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling; 1 = off")

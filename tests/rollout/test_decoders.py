@@ -112,14 +112,17 @@ def _run(dec: Decoder, ids, mask, forced, keep_at=None, rows=None):
 
 
 def _make(kind_dec: str, model):
-    return HFDecoder(model) if kind_dec == "hf" else LlamaDecoder.from_hf(model)
+    """``llama_shared``: LlamaDecoder on the model's own tensors (share_weights), unfused."""
+    if kind_dec == "hf":
+        return HFDecoder(model)
+    return LlamaDecoder.from_hf(model, share_weights=kind_dec == "llama_shared")
 
 
 MODELS = ["llama_tied", "llama_untied_gqa", "qwen2_bias_gqa", "mistral", "llama3_rope"]
 
 
 @pytest.mark.parametrize("kind", MODELS)
-@pytest.mark.parametrize("dec_kind", ["hf", "llama"])
+@pytest.mark.parametrize("dec_kind", ["hf", "llama", "llama_shared"])
 def test_prefill_and_steps_match_full_forward(kind, dec_kind):
     model = _tiny(kind)
     ids, mask, forced = _batch()
@@ -145,7 +148,7 @@ def test_prefill_and_steps_match_full_forward(kind, dec_kind):
 
 
 @pytest.mark.parametrize("kind", ["llama_untied_gqa", "qwen2_bias_gqa"])
-@pytest.mark.parametrize("dec_kind", ["hf", "llama"])
+@pytest.mark.parametrize("dec_kind", ["hf", "llama", "llama_shared"])
 def test_keep_drops_and_reorders_rows(kind, dec_kind):
     model = _tiny(kind)
     ids, mask, forced = _batch(seed=3)

@@ -31,6 +31,15 @@ class RolloutRole:
     def update_weights(self, state_dict: dict[str, torch.Tensor], version: int) -> None:
         self.engine.update_weights(state_dict, version)
 
+    @property
+    def shares_policy_weights(self) -> bool:
+        """The engine decodes with the trainer's own tensors (``engine_options.share_weights``)."""
+        return getattr(self.engine, "shares_policy_weights", False)
+
+    def mark_version(self, version: int) -> None:
+        """A sync with nothing to send (a shared engine already holds the step): the version only."""
+        self.engine.version = version
+
     def load_weights(self, packed: WeightBuckets, checksum: bool = False) -> dict:
         """A bucketed sync (runtime/weight_sync.py): load, verify (``StaleWeightsError`` if the engine
         does not hold the version, or with ``checksum`` the exact weights, sent); returns its report."""

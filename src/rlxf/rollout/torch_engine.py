@@ -41,6 +41,7 @@ class TorchRolloutEngine:
     def __init__(
         self, model: torch.nn.Module, eos_id: int | list[int], pad_id: int, dtype: str | None = None,
         decoder: str = "auto", fp32_lm_head: bool = False, batch_invariant: bool = False,
+        share_weights: bool = False,
     ) -> None:
         """``dtype`` (``rollout.engine_options``; default: the model's) is the precision the engine decodes
         in, e.g. ``bfloat16`` rollouts for an fp32 trainer: faster where the hardware has bf16 matmuls,
@@ -53,8 +54,12 @@ class TorchRolloutEngine:
         rollout/trainer log-prob gap for a ``vocab x hidden`` fp32 tensor (a tied head keeps it beside
         the bf16 embedding). No effect on an fp32 engine. ``batch_invariant``: exact on-policy rollouts
         (``decoders/exact_decoder.py``): the log-probs the tokens are sampled from are bit for bit the
-        trainer's (its log-prob pass then runs the same batch-invariant forward); fp32, Llama-family."""
-        for name, value in (("fp32_lm_head", fp32_lm_head), ("batch_invariant", batch_invariant)):
+        trainer's (its log-prob pass then runs the same batch-invariant forward); fp32, Llama-family.
+        ``share_weights``: decode with the policy's own tensors, no copy (``decoders/llama_decoder.py``): the
+        trainer's step is what the next rollout samples from, with no weight sync; for the synchronous loop
+        with the policy in this process (``loops/setup.py`` refuses the rest)."""
+        for name, value in (("fp32_lm_head", fp32_lm_head), ("batch_invariant", batch_invariant),
+                            ("share_weights", share_weights)):
             if not isinstance(value, bool):
                 raise ValueError(f"rollout.engine_options.{name} must be true or false, got {value!r}")
         self.model = model
@@ -63,8 +68,9 @@ class TorchRolloutEngine:
         self.version = 0
         self.decoder = make_decoder(
             model, prefer=decoder, dtype=None if dtype is None else decode_dtype(dtype), fp32_head=fp32_lm_head,
-            batch_invariant=batch_invariant,
+            batch_invariant=batch_invariant, share_weights=share_weights,
         )
+        self.shares_policy_weights = share_weights  # runtime/weight_sync.py: nothing to send
         self.device = next(model.parameters()).device
         self.stop_ids = stop_ids_tensor(eos_id, self.device)  # any of them ends a sample
 

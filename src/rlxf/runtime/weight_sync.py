@@ -190,8 +190,14 @@ def sync_request(actor, rollout, mode: str) -> SyncRequest:
 
 def sync_weights(actor, rollout, version: int, cfg) -> dict[str, float]:
     """Trainer -> engine over ``cfg.transport``; ``cfg`` is a ``WeightSyncConfig``. Returns ``weight_sync/*``
-    metrics and ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric)."""
+    metrics and ``time/weight_sync_seconds`` (under ``time/``, like every wall-clock metric). An engine that
+    shares the trainer's tensors (``rollout.engine_options.share_weights``) holds the step already: only its
+    version moves, and nothing is packed or sent."""
     start = time.perf_counter()
+    if getattr(rollout, "shares_policy_weights", False) is True:
+        rollout.mark_version(version)
+        return {"time/weight_sync_seconds": time.perf_counter() - start, "weight_sync/buckets": 0.0,
+                "weight_sync/megabytes": 0.0, "weight_sync/version": float(version)}
     request = sync_request(actor, rollout, cfg.mode)
     _HELD.pop(actor, None)  # a sync that fails leaves the engine's state unknown
     report = transport_for(actor, cfg).sync(actor, rollout, version, request)

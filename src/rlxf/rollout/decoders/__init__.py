@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 def make_decoder(
     model, *, prefer: str = "auto", dtype: torch.dtype | None = None, fp32_head: bool = False,
-    batch_invariant: bool = False,
+    batch_invariant: bool = False, share_weights: bool = False,
 ) -> Decoder:
     """LlamaDecoder for supported Llama-family models, HFDecoder otherwise (or when ``prefer="hf"``).
 
@@ -51,10 +51,19 @@ def make_decoder(
     fp32 decoder is left as it is.
 
     ``batch_invariant`` (``rollout.engine_options.batch_invariant``): ``ExactDecoder``, whose logits are
-    the trainer's exact log-prob pass's bit for bit; fp32 only, so a ``dtype`` or head option is refused."""
+    the trainer's exact log-prob pass's bit for bit; fp32 only, so a ``dtype`` or head option is refused.
+
+    ``share_weights`` (``rollout.engine_options.share_weights``): LlamaDecoder decodes with the model's own
+    tensors instead of a fused copy (HFDecoder always does, in the model's dtype)."""
     if prefer not in ("auto", "hf", "llama"):
         raise ValueError(f"prefer must be 'auto', 'hf' or 'llama', got {prefer!r}")
+    source_dtype = next(model.parameters()).dtype
+    if share_weights and (dtype not in (None, source_dtype) or fp32_head and source_dtype != torch.float32):
+        raise ValueError(f"share_weights decodes with the model's own {source_dtype} weights: drop engine_options "
+                         "dtype and fp32_lm_head, or share_weights")
     if batch_invariant:
+        if share_weights:
+            raise ValueError("rollout.engine_options.batch_invariant keeps its own weights: drop share_weights")
         if prefer == "hf" or fp32_head or dtype not in (None, torch.float32):
             raise ValueError("rollout.engine_options.batch_invariant runs its own fp32 decoder: drop "
                              "engine_options decoder=hf, dtype and fp32_lm_head")
@@ -66,12 +75,11 @@ def make_decoder(
     if prefer != "hf":
         try:
             check_supported(model.config)
-            return LlamaDecoder.from_hf(model, dtype=dtype, fp32_head=fp32_head)
+            return LlamaDecoder.from_hf(model, dtype=dtype, fp32_head=fp32_head, share_weights=share_weights)
         except (NotImplementedError, KeyError, ValueError) as err:
             if prefer == "llama":
                 raise
             logger.info("make_decoder: falling back to HFDecoder (%s)", err)
-    source_dtype = next(model.parameters()).dtype
     head = Fp32LMHead.of(model) if fp32_head and (dtype or source_dtype) != torch.float32 else None
     if dtype is not None and dtype != source_dtype:
         model = copy.deepcopy(model).to(dtype)

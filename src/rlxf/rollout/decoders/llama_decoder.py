@@ -5,6 +5,10 @@ Design notes
   ``wqkv`` [(nh + 2*nkv) * hd, H] (+ bias for qwen2 / attention_bias) and ``wgu`` [2 * I, H]. ``load_state_dict``
   copies HF-named tensors into the matching slices in place (dtype/device conversion included), so the tensors'
   storage never changes (important for CUDA graphs and for dynamic weight updates).
+- ``share_weights``: no copy at all. The decoder's tensors are the model's own (detached aliases), unfused: q, k
+  and v (and gate and up) run as separate matmuls, so an in-process trainer's optimizer step is what the
+  engine decodes with next, with no weight sync and no second copy of the policy (538 MB for SmolLM2-135M in
+  fp32). ``load_state_dict`` then accepts only the model's own tensors (a sync would write into the trainer).
 - ``fp32_head`` (``fp32_head.py``): in a lower-precision decoder the LM head is held in fp32 (tied embeddings: an
   fp32 copy beside the embedding, refreshed with it) and multiplies the final hidden state cast to fp32.
 - KV cache: one tensor per cohort [n_layers, 2, B, nkv, P + max_new, hd], written in place at slot ``cur``. Every row
@@ -87,6 +91,7 @@ class LlamaDecoder:
         inv_freq: Tensor | None = None,
         attention_scaling: float | None = None,
         fp32_head: bool = False,
+        share_weights: bool = False,
     ):
         check_supported(config)
         self.config = config
@@ -109,6 +114,12 @@ class LlamaDecoder:
         self.tied = bool(getattr(config, "tie_word_embeddings", False))
         if "lm_head.weight" not in state_dict:
             self.tied = True
+        self.shares_weights = share_weights
+        own_kind = self.dtype == any_w.dtype and self.device == any_w.device
+        if share_weights and (not own_kind or fp32_head and self.dtype != torch.float32):
+            raise ValueError(f"share_weights: the decoder computes in the model's own dtype and device "
+                             f"({any_w.dtype}, {any_w.device}) with no fp32 head copy; drop engine_options "
+                             "dtype / fp32_lm_head, or share_weights")
 
         if inv_freq is None:
             inv_freq, attention_scaling = _rope_inv_freq(config, hd)
@@ -176,7 +187,10 @@ class LlamaDecoder:
         missing = [k for k in targets if k not in state_dict]
         if missing:
             raise KeyError(f"LlamaDecoder: state_dict lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
-        self.load_state_dict(state_dict)
+        if share_weights:  # the empty fused tensors above are never written, so never resident: dropped here
+            self._alias(state_dict, nq, nk, inter)
+        else:
+            self.load_state_dict(state_dict)
 
         self._scale = hd**-0.5
         self._matmul_attention = self.device.type == "cpu"
@@ -188,8 +202,45 @@ class LlamaDecoder:
         self.cohorts: list[KVCohort] = []
 
     # ------------------------------------------------------------------ construction / weights
+    def _alias(self, state_dict: dict[str, Tensor], nq: int, nk: int, inter: int) -> None:
+        """Hold ``state_dict``'s own tensors instead of the fused copies built above (share_weights): q/k/v
+        and gate/up stay separate (``_qkv``/``_gate_up`` multiply each and join the products)."""
+        def own(name: str) -> Tensor | None:
+            return state_dict[name].detach() if name in state_dict else None
+
+        self.embed, self.norm = own("model.embed_tokens.weight"), own("model.norm.weight")
+        self.lm_head = self.embed if self.tied else own("lm_head.weight")
+        targets = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm}
+        if not self.tied:
+            targets["lm_head.weight"] = self.lm_head
+        for i, ly in enumerate(self.layers):
+            p = f"model.layers.{i}."
+            names = {"ln1": "input_layernorm.weight", "ln2": "post_attention_layernorm.weight",
+                     "wo": "self_attn.o_proj.weight", "bo": "self_attn.o_proj.bias", "wd": "mlp.down_proj.weight",
+                     "bd": "mlp.down_proj.bias"}
+            split = {"wqkv": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+                     "bqkv": ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"),
+                     "wgu": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
+                     "bgu": ("mlp.gate_proj.bias", "mlp.up_proj.bias")}
+            for key, name in names.items():
+                ly[key] = own(p + name)
+            for key, parts in split.items():
+                ly[key] = None if ly[key] is None else tuple(own(p + part) for part in parts)
+            for name in [*names.values(), *(part for parts in split.values() for part in parts)]:
+                if p + name in state_dict:
+                    targets[p + name] = state_dict[p + name].detach()
+        self._targets = targets
+
+    @staticmethod
+    def _project(x: Tensor, w: Tensor | tuple[Tensor, ...], b: Tensor | tuple[Tensor, ...] | None) -> Tensor:
+        """``x`` through a fused weight, or through the separate ones of a shared decoder, joined."""
+        if isinstance(w, Tensor):
+            return F.linear(x, w, b)
+        biases = b if b is not None else (None,) * len(w)
+        return torch.cat([F.linear(x, wi, bi) for wi, bi in zip(w, biases)], -1)
+
     @classmethod
-    def from_hf(cls, model, *, device=None, dtype=None, fp32_head: bool = False) -> LlamaDecoder:
+    def from_hf(cls, model, *, device=None, dtype=None, fp32_head: bool = False, share_weights: bool = False) -> LlamaDecoder:
         """Build from a transformers ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM``.
         The decoder copies the weights (fused layout) onto the model's device/dtype unless told otherwise."""
         check_supported(model.config)
@@ -202,7 +253,7 @@ class LlamaDecoder:
         with torch.no_grad():
             sd = model.state_dict()
         return cls(model.config, sd, device=device, dtype=dtype, inv_freq=inv_freq, attention_scaling=scaling,
-                   fp32_head=fp32_head)
+                   fp32_head=fp32_head, share_weights=share_weights)
 
     @classmethod
     def from_config(
@@ -213,7 +264,8 @@ class LlamaDecoder:
     @torch.no_grad()
     def load_state_dict(self, state_dict: dict[str, Tensor]) -> None:
         """Copy HF-named tensors into the fused weights in place. Partial dicts are allowed (e.g. sharded
-        updates); unknown names raise. With tied embeddings ``lm_head.weight`` is ignored."""
+        updates); unknown names raise. With tied embeddings ``lm_head.weight`` is ignored. A shared decoder
+        (``share_weights``) takes the model's own tensors only, and copies nothing."""
         unknown = []
         for name, value in state_dict.items():
             tgt = self._targets.get(name)
@@ -224,6 +276,11 @@ class LlamaDecoder:
                 continue
             if tgt.shape != value.shape:
                 raise ValueError(f"{name}: shape {tuple(value.shape)} != expected {tuple(tgt.shape)}")
+            if self.shares_weights:
+                if value.data_ptr() != tgt.data_ptr():
+                    raise ValueError(f"{name}: this decoder shares the model's weights (share_weights), so loading "
+                                     "other tensors would overwrite the model's; it already holds every update")
+                continue
             tgt.copy_(value.detach(), non_blocking=True)
             if name in self._mirrors:
                 self._mirrors[name].copy_(value.detach(), non_blocking=True)
@@ -352,7 +409,7 @@ class LlamaDecoder:
         n_layers = self.n_layers
         x = F.embedding(ids_t, self.embed)  # [N, H]
         for li, ly in enumerate(self.layers):
-            qkv = F.linear(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(N, C, hd)
+            qkv = self._project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(N, C, hd)
             qk = qkv[:, : nh + nkv]
             # rope in place (both inputs are temporaries, so writing into qk is safe)
             torch.addcmul(qk * cos, qk.roll(hd // 2, -1), sin, out=qk)
@@ -377,7 +434,7 @@ class LlamaDecoder:
             if packed and li < n_layers - 1:
                 o = o.index_select(0, idx)
             x = x + F.linear(o, ly["wo"], ly["bo"])
-            gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            gu = self._project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = self._head(self._rms(x, self.norm))  # x is [B, H] here
 
@@ -409,11 +466,11 @@ class LlamaDecoder:
 
         x = F.embedding(tokens, self.embed)  # [B, H]
         for li, ly in enumerate(self.layers):
-            qkv = F.linear(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
+            qkv = self._project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
             qk = self._rope(qkv[:, : nh + nkv], cos, sin)
             o = self._attend(li, qk, qkv[:, nh + nkv :])
             x = x + F.linear(o.reshape(B, nh * hd), ly["wo"], ly["bo"])
-            gu = F.linear(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            gu = self._project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = self._head(self._rms(x, self.norm))
         for cohort in self.cohorts:

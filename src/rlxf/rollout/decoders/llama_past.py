@@ -68,7 +68,7 @@ def prefill_with_past(
 
     x = F.embedding(ids, dec.embed)  # [B, Tm, H]
     for li, ly in enumerate(dec.layers):
-        qkv = F.linear(dec._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, Tm, nh + 2 * nkv, hd)
+        qkv = dec._project(dec._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, Tm, nh + 2 * nkv, hd)
         qk = dec._rope(qkv[:, :, : nh + nkv], cos, sin)
         q = qk[:, :, :nh].transpose(1, 2).to(dec._kv_dtype)  # [B, nh, Tm, hd]
         window = cache[li, :, :, :, P - Tm : P]  # [2, B, nkv, Tm, hd]; only the real new tokens are written
@@ -81,7 +81,7 @@ def prefill_with_past(
             q, mask, x = q[:, :, -1:], mask[:, :, -1:], x[:, -1:]
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).to(dec.dtype)  # [B, nh, Tq, hd]
         x = x + F.linear(o.transpose(1, 2).reshape(B, q.shape[2], nh * hd), ly["wo"], ly["bo"])
-        gu = F.linear(dec._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+        gu = dec._project(dec._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
         x = x + F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], ly["wd"], ly["bd"])
     logits = dec._head(dec._rms(x[:, -1], dec.norm))
 
