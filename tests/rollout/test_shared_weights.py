@@ -8,6 +8,7 @@ would need weights of its own are refused with one line."""
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from tests.rollout.test_decoders import ATOL, _batch, _reference, _run, _tiny
 
 from rlxf.checked_config import load_config
 from rlxf.config import ConfigError
+from rlxf.loops.rl import train_rl
 from rlxf.loops.setup import check_shared_weights
 from rlxf.rollout.decoders import LlamaDecoder, make_decoder
 
@@ -106,3 +108,15 @@ def test_setups_where_the_engine_needs_its_own_weights_are_refused(tmp_path, tin
     with pytest.raises(ConfigError, match=f"share_weights needs the policy and the engine in one process and one "
                                           f"loop; not with {culprit}"):
         check_shared_weights(config)
+
+
+def test_a_shared_run_resumes_from_its_checkpoint(tmp_path, sft_model_dir):
+    """Resuming loads the checkpoint into the policy and hands the engine the policy's own tensors: no copy
+    is refused, and the resumed steps sync nothing."""
+    overrides = [*small_overrides(tmp_path, sft_model_dir, steps=1), "sft.steps=0", "algorithm.name=grpo",
+                 "rollout.engine_options.share_weights=true"]
+    train_rl(load_config(None, overrides), write=lambda _: None)
+    train_rl(load_config(None, [*overrides, "train.steps=2"]), resume=True, write=lambda _: None)
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows if "weight_sync/megabytes" in row] == [1, 2]
+    assert all(row["weight_sync/megabytes"] == 0.0 for row in rows if "weight_sync/megabytes" in row)

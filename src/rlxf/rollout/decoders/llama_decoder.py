@@ -44,6 +44,7 @@ from rlxf.rollout.decoders.base import as_row_index as _as_rows
 from rlxf.rollout.decoders.base import position_ids_from_mask
 from rlxf.rollout.decoders.kv_cohort import KVCohort, cohort_logits, split_rows
 from rlxf.rollout.decoders.llama_past import prefill_with_past, row_cache
+from rlxf.rollout.decoders.shared_weights import alias_weights, project
 
 __all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
 
@@ -188,7 +189,7 @@ class LlamaDecoder:
         if missing:
             raise KeyError(f"LlamaDecoder: state_dict lacks {missing[:5]}{'...' if len(missing) > 5 else ''}")
         if share_weights:  # the empty fused tensors above are never written, so never resident: dropped here
-            self._alias(state_dict, nq, nk, inter)
+            alias_weights(self, state_dict)
         else:
             self.load_state_dict(state_dict)
 
@@ -202,43 +203,6 @@ class LlamaDecoder:
         self.cohorts: list[KVCohort] = []
 
     # ------------------------------------------------------------------ construction / weights
-    def _alias(self, state_dict: dict[str, Tensor], nq: int, nk: int, inter: int) -> None:
-        """Hold ``state_dict``'s own tensors instead of the fused copies built above (share_weights): q/k/v
-        and gate/up stay separate (``_qkv``/``_gate_up`` multiply each and join the products)."""
-        def own(name: str) -> Tensor | None:
-            return state_dict[name].detach() if name in state_dict else None
-
-        self.embed, self.norm = own("model.embed_tokens.weight"), own("model.norm.weight")
-        self.lm_head = self.embed if self.tied else own("lm_head.weight")
-        targets = {"model.embed_tokens.weight": self.embed, "model.norm.weight": self.norm}
-        if not self.tied:
-            targets["lm_head.weight"] = self.lm_head
-        for i, ly in enumerate(self.layers):
-            p = f"model.layers.{i}."
-            names = {"ln1": "input_layernorm.weight", "ln2": "post_attention_layernorm.weight",
-                     "wo": "self_attn.o_proj.weight", "bo": "self_attn.o_proj.bias", "wd": "mlp.down_proj.weight",
-                     "bd": "mlp.down_proj.bias"}
-            split = {"wqkv": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
-                     "bqkv": ("self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"),
-                     "wgu": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
-                     "bgu": ("mlp.gate_proj.bias", "mlp.up_proj.bias")}
-            for key, name in names.items():
-                ly[key] = own(p + name)
-            for key, parts in split.items():
-                ly[key] = None if ly[key] is None else tuple(own(p + part) for part in parts)
-            for name in [*names.values(), *(part for parts in split.values() for part in parts)]:
-                if p + name in state_dict:
-                    targets[p + name] = state_dict[p + name].detach()
-        self._targets = targets
-
-    @staticmethod
-    def _project(x: Tensor, w: Tensor | tuple[Tensor, ...], b: Tensor | tuple[Tensor, ...] | None) -> Tensor:
-        """``x`` through a fused weight, or through the separate ones of a shared decoder, joined."""
-        if isinstance(w, Tensor):
-            return F.linear(x, w, b)
-        biases = b if b is not None else (None,) * len(w)
-        return torch.cat([F.linear(x, wi, bi) for wi, bi in zip(w, biases)], -1)
-
     @classmethod
     def from_hf(cls, model, *, device=None, dtype=None, fp32_head: bool = False, share_weights: bool = False) -> LlamaDecoder:
         """Build from a transformers ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``MistralForCausalLM``.
@@ -409,7 +373,7 @@ class LlamaDecoder:
         n_layers = self.n_layers
         x = F.embedding(ids_t, self.embed)  # [N, H]
         for li, ly in enumerate(self.layers):
-            qkv = self._project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(N, C, hd)
+            qkv = project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(N, C, hd)
             qk = qkv[:, : nh + nkv]
             # rope in place (both inputs are temporaries, so writing into qk is safe)
             torch.addcmul(qk * cos, qk.roll(hd // 2, -1), sin, out=qk)
@@ -434,7 +398,7 @@ class LlamaDecoder:
             if packed and li < n_layers - 1:
                 o = o.index_select(0, idx)
             x = x + F.linear(o, ly["wo"], ly["bo"])
-            gu = self._project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            gu = project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = self._head(self._rms(x, self.norm))  # x is [B, H] here
 
@@ -466,11 +430,11 @@ class LlamaDecoder:
 
         x = F.embedding(tokens, self.embed)  # [B, H]
         for li, ly in enumerate(self.layers):
-            qkv = self._project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
+            qkv = project(self._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, nh + 2 * nkv, hd)
             qk = self._rope(qkv[:, : nh + nkv], cos, sin)
             o = self._attend(li, qk, qkv[:, nh + nkv :])
             x = x + F.linear(o.reshape(B, nh * hd), ly["wo"], ly["bo"])
-            gu = self._project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+            gu = project(self._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
             x = x + F.linear(F.silu(gu[:, :inter]) * gu[:, inter:], ly["wd"], ly["bd"])
         logits = self._head(self._rms(x, self.norm))
         for cohort in self.cohorts:

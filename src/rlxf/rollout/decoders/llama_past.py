@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from rlxf.rollout.decoders.kv_cohort import KVCohort
+from rlxf.rollout.decoders.shared_weights import project
 
 __all__ = ["prefill_with_past", "row_cache"]
 
@@ -68,7 +69,7 @@ def prefill_with_past(
 
     x = F.embedding(ids, dec.embed)  # [B, Tm, H]
     for li, ly in enumerate(dec.layers):
-        qkv = dec._project(dec._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, Tm, nh + 2 * nkv, hd)
+        qkv = project(dec._rms(x, ly["ln1"]), ly["wqkv"], ly["bqkv"]).view(B, Tm, nh + 2 * nkv, hd)
         qk = dec._rope(qkv[:, :, : nh + nkv], cos, sin)
         q = qk[:, :, :nh].transpose(1, 2).to(dec._kv_dtype)  # [B, nh, Tm, hd]
         window = cache[li, :, :, :, P - Tm : P]  # [2, B, nkv, Tm, hd]; only the real new tokens are written
@@ -81,7 +82,7 @@ def prefill_with_past(
             q, mask, x = q[:, :, -1:], mask[:, :, -1:], x[:, -1:]
         o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).to(dec.dtype)  # [B, nh, Tq, hd]
         x = x + F.linear(o.transpose(1, 2).reshape(B, q.shape[2], nh * hd), ly["wo"], ly["bo"])
-        gu = dec._project(dec._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
+        gu = project(dec._rms(x, ly["ln2"]), ly["wgu"], ly["bgu"])
         x = x + F.linear(F.silu(gu[..., :inter]) * gu[..., inter:], ly["wd"], ly["bd"])
     logits = dec._head(dec._rms(x[:, -1], dec.norm))
 
