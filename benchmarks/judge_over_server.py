@@ -68,7 +68,7 @@ def labelled_answers(size: int, seed: int = 0) -> list[dict]:
         wrong = a + b + rng.choice([d for d in NEAR_MISSES if a + b + d >= 0])  # no negative sums: too easy
         claim = a + b if i % 2 == 0 else wrong
         rows.append({"prompt": problem["prompt"], "answer": str(a + b), "response": f"{a} + {b} = {claim}.",
-                     "label": int(claim == a + b), "wrong": f"{a} + {b} = {wrong if claim == a + b else claim}.",
+                     "label": int(claim == a + b), "wrong": f"{a} + {b} = {wrong}.",
                      "right": f"{a} + {b} = {a + b}."})
     return rows
 
@@ -135,11 +135,6 @@ class TimedJudge:
         return [flat[i * times:(i + 1) * times] for i in range(len(rows))]
 
 
-def verdicts(judge: TimedJudge, replies: list[str | None], k: int) -> tuple[float | None, float]:
-    """The vote over the first ``k`` parsed samples (None: all unparseable) and their spread."""
-    return combine_samples([judge.reward.normalized(r) for r in replies[:k]], "vote")
-
-
 def pointwise(url: str, model: str, rubric, rows: list[dict], args) -> dict:
     result = {}
     greedy = TimedJudge(url, model, rubric, 0.0, args)
@@ -159,9 +154,10 @@ def pointwise(url: str, model: str, rubric, rows: list[dict], args) -> dict:
 def accuracy(judge: TimedJudge, rows: list[dict], replies, k: int, seconds: float | None = None) -> dict:
     right, malformed, spread = [], [], []
     for row, samples in zip(rows, replies):
-        score, deviation = verdicts(judge, samples, k)
+        parsed = [judge.reward.normalized(r) for r in samples[:k]]  # None: unparseable
+        score, deviation = combine_samples(parsed, "vote")  # the vote over the first k (None: none parsed)
         right.append(score is not None and int(score >= 0.5) == row["label"])
-        malformed.append(sum(judge.reward.normalized(r) is None for r in samples[:k]) / k)
+        malformed.append(sum(p is None for p in parsed) / k)
         spread.append(deviation)
     out = {"accuracy": round(sum(right) / len(rows), 3), "malformed": round(statistics.mean(malformed), 3),
            "mean_spread": round(statistics.mean(spread), 3)}
