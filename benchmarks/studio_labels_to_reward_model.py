@@ -149,7 +149,8 @@ def main() -> None:
                                            for r in splits.eval[:40]))
                 result["sampled_campaign"] = studio.post("/api/campaigns/sample", {
                     "name": f"{Path(args.extra_run[0]).name} samples", "checkpoint": str(policy),
-                    "prompts": str(prompts), "n": 4, "temperature": 1.0, "max_new_tokens": 6, "limit": 40})
+                    "prompts": str(prompts), "n": 4, "temperature": 1.0, "max_new_tokens": 6, "limit": 40,
+                    "chat_template": False})  # the run trained on raw prompts (data.chat_template=false)
             if args.screenshots:
                 runs = [Path(r).name for r in args.extra_run] + [run_dir.name]
                 result["screenshots"] = screenshot_pages(browser, studio, made["id"], runs, args.screenshots)

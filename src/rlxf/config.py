@@ -386,6 +386,29 @@ class Config(Section):
         return self
 
     @model_validator(mode="after")
+    def _shared_weights_in_one_process(self) -> Config:
+        # rollout.engine_options.share_weights: the engine decodes with the trainer's own tensors, so no sync
+        # is needed. True only for the synchronous loop, full fine-tuning, one trainer in this process.
+        from rlxf.train.process_group import SINGLE_PROCESS_BACKENDS
+
+        if self.rollout.engine_options.get("share_weights") is not True:
+            return self
+        problems = {
+            f"loop: {self.loop} (rl only: another loop samples from weights the trainer has moved past, or "
+            "syncs others)": self.loop != "rl",
+            f"train.backend: {self.train.backend} (the engine decodes with a copy of the reshaped module)":
+                self.train.backend not in SINGLE_PROCESS_BACKENDS,
+            "model.lora (the engine decodes with merged weights, not the base ones)": self.model.lora is not None,
+            f"runtime.kind: {self.runtime.kind} (the rollout role lives in another process)":
+                self.runtime.kind != "embedded",
+        }
+        found = [what for what, bad in problems.items() if bad]
+        if found:
+            raise ValueError("rollout.engine_options.share_weights needs the policy and the engine in one process "
+                             f"and one loop; not with {'; '.join(found)}")
+        return self
+
+    @model_validator(mode="after")
     def _data_parallel_fits(self) -> Config:
         from rlxf.train.process_group import SHARED_ROWS_BACKENDS, SINGLE_PROCESS_BACKENDS
 

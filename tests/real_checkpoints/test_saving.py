@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -38,3 +39,23 @@ def test_a_given_state_dict_is_what_is_written(tiny_model_dir, tmp_path):
     save_model(model, tmp_path / "halves", weights)
     saved = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "halves")
     assert all(bool((value == 0.5).all()) for value in saved.state_dict().values())
+
+
+LOOP_CHILD = """
+import json, sys
+from rlxf.cli import main
+main(sys.argv[1:])
+print(json.dumps({"deepspeed": "deepspeed" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize("recipe", ["online_dpo", "reward_model"])
+def test_the_pair_loops_checkpoints_import_no_deepspeed(tmp_path, recipe):
+    """The offline loops (sft, dpo, online_dpo, reward_model) write their checkpoints through save_model too."""
+    pytest.importorskip("deepspeed")
+    args = ["train", f"recipes/{recipe}.yaml", f"run_dir={tmp_path / 'run'}", "sft.steps=0", "preference.steps=1",
+            "preference.batch_size=4", "preference.micro_batch_size=4", "eval.every=0", "data.eval_size=4"]
+    done = subprocess.run([sys.executable, "-c", LOOP_CHILD, *args], capture_output=True, text=True, check=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert json.loads(done.stdout.splitlines()[-1]) == {"deepspeed": False}
+    assert (tmp_path / "run" / "checkpoints" / "step_000001").is_dir()

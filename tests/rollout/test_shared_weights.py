@@ -19,7 +19,6 @@ from tests.rollout.test_decoders import ATOL, _batch, _reference, _run, _tiny
 from rlxf.checked_config import load_config
 from rlxf.config import ConfigError
 from rlxf.loops.rl import train_rl
-from rlxf.loops.setup import check_shared_weights
 from rlxf.rollout.decoders import LlamaDecoder, make_decoder
 
 
@@ -103,11 +102,11 @@ def test_the_loop_sends_nothing_and_step_two_samples_the_trained_weights(tmp_pat
     ("runtime.kind=process", "runtime.kind: process"),
 ])
 def test_setups_where_the_engine_needs_its_own_weights_are_refused(tmp_path, tiny_model_dir, override, culprit):
-    config = load_config(None, [*small_overrides(tmp_path, tiny_model_dir), "rollout.engine_options.share_weights=true",
-                                override])
+    """Refused when the recipe loads, before any model is: every culprit is config."""
     with pytest.raises(ConfigError, match=f"share_weights needs the policy and the engine in one process and one "
                                           f"loop; not with {culprit}"):
-        check_shared_weights(config)
+        load_config(None, [*small_overrides(tmp_path, tiny_model_dir), "rollout.engine_options.share_weights=true",
+                           override])
 
 
 def test_a_shared_run_resumes_from_its_checkpoint(tmp_path, sft_model_dir):

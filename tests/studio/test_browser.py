@@ -1,6 +1,6 @@
 """End to end in a real browser: Debian's Chromium, headless, driven by Playwright, against a real
 ``rlxf studio`` server process. A missing Chromium FAILS these tests (``make setup`` installs it); set
-RLXF_SKIP_BROWSER_TESTS=1 to skip them on purpose."""
+RLXF_SKIP_BROWSER_TESTS=1 to skip them on purpose. The browser is tests/studio/conftest.py's."""
 
 from __future__ import annotations
 
@@ -11,13 +11,7 @@ import sqlite3
 import pytest
 
 from rlxf.data.preferences import read_preference_rows
-from rlxf.studio.driver import (
-    StudioProcess,
-    chromium_path,
-    label_by_keyboard,
-    launch_chromium,
-    open_labelling,
-)
+from rlxf.studio.driver import StudioProcess, label_by_keyboard, open_labelling
 from rlxf.tracking.samples import SampleLog
 from tests.conftest import small_overrides
 from tests.studio.helpers import arithmetic_verdict, pairs_jsonl, true_sum
@@ -33,17 +27,6 @@ def wait_for_text(page, selector: str, prefix: str, timeout: float = 30_000) -> 
     page.wait_for_function("([sel, prefix]) => { const n = document.querySelector(sel); "
                            "return n !== null && n.textContent.startsWith(prefix); }", arg=[selector, prefix],
                            timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    assert chromium_path(), "no chromium on PATH: run `make setup` (apt-get install chromium), or RLXF_SKIP_BROWSER_TESTS=1"
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = launch_chromium(playwright)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def test_sampled_pairs_are_distinct_reproducible_and_recorded(tmp_path, tiny_mod
     assert 1 <= len(pairs) <= 5 and all(a != b for _, a, b in pairs)  # one pair per prompt at most
     assert {p["prompt"] for p, _, _ in pairs} <= {f"{a}+{a % 7}=" for a in range(10, 15)}  # limit=5 prompts
     assert sampling == {"n": 4, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 5, "seed": 3,
-                        "prompts": str(prompts)}
+                        "prompts": str(prompts), "chat_template": True}  # the tiny tokenizer has a template
     store = Store(tmp_path / "s.sqlite")
     cid = create_campaign(store, "sampled", pairs, "sampled", checkpoint=tiny_model_dir, sampling=sampling)
     shown = next_pair(store, cid, "ann")

@@ -137,7 +137,6 @@ def dpo_objective(config: Config, context: RunContext, checkpoint: Path | None, 
     return Objective(
         model=policy, optim=config.preference.optim, rows=train_rows, steps=config.preference.steps,
         batch_size=config.preference.batch_size, step_inputs=step_inputs, evaluate=evaluate,
-        save_model=policy.save_pretrained,
     )
 
 

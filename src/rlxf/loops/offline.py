@@ -28,6 +28,7 @@ from rlxf.loops.setup import RunContext, build_rollout, build_run_context, load_
 from rlxf.loops.sft import run_sft
 from rlxf.loops.stop_signals import StopSignals
 from rlxf.loops.summary import write_summary
+from rlxf.models.saving import save_model
 from rlxf.models.tokenizer_files import save_tokenizer
 from rlxf.tracking.metrics import MetricsLogger
 from rlxf.train import checkpoint as ckpt
@@ -45,7 +46,6 @@ class Objective:
     batch_size: int  # rows per optimizer step
     step_inputs: Callable[[list[dict]], tuple[Iterable, LossFn]]  # rows -> (micro-batches, loss share of one)
     evaluate: Callable[[], dict[str, float]]  # held-out metrics, ``eval/accuracy`` first among them
-    save_model: Callable[[Path], None]  # write the model into a folder
     model_name: str = "policy"
     step_metrics: Callable[[], dict[str, float]] | None = None  # logged after each step (e.g. online counts)
 
@@ -89,7 +89,7 @@ def task_evaluator(config: Config, context: RunContext, policy: torch.nn.Module)
 def save_offline_checkpoint(run_dir: Path, state: RunState, objective: Objective, engine: TrainEngine,
                             tokenizer, keep_last: int, keep_best: bool = False) -> Path:
     def fill(folder: Path) -> None:
-        objective.save_model(folder / objective.model_name)
+        save_model(objective.model, folder / objective.model_name)  # (no DeepSpeed import: models/saving.py)
         save_tokenizer(tokenizer, folder / objective.model_name)
         ckpt.save_optimizer(engine.optimizer, engine.scheduler, folder, "trainer")
         (folder / "state.json").write_text(json.dumps(asdict(state), indent=1))

@@ -105,7 +105,7 @@ def online_dpo_objective(config: Config, context: RunContext, checkpoint: Path |
     return Objective(
         model=policy, optim=config.preference.optim, rows=context.task.train, steps=config.preference.steps,
         batch_size=config.preference.batch_size, step_inputs=step_inputs, evaluate=task_eval,
-        save_model=policy.save_pretrained, step_metrics=lambda: dict(counts),
+        step_metrics=lambda: dict(counts),
     )
 
 

@@ -73,7 +73,7 @@ def reward_model_objective(config: Config, context: RunContext, checkpoint: Path
     return Objective(
         model=model, optim=config.preference.optim, rows=context.task.train, steps=config.preference.steps,
         batch_size=config.preference.batch_size, step_inputs=step_inputs, evaluate=evaluate,
-        save_model=model.save_pretrained, model_name="reward_model",
+        model_name="reward_model",
     )
 
 

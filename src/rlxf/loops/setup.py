@@ -115,30 +115,9 @@ def make_rollout_role(config: Config, policy: torch.nn.Module, tokenizer) -> Rol
 
 def build_rollout(config: Config, policy: torch.nn.Module, tokenizer, runtime=None) -> RolloutRole:
     """The rollout role, placed by ``runtime`` (rlxf.runtime) when given."""
-    check_shared_weights(config)
     if runtime is None:
         return make_rollout_role(config, policy, tokenizer)
     return runtime.place("rollout", make_rollout_role, config, policy, tokenizer)
-
-
-def check_shared_weights(config: Config) -> None:
-    """``rollout.engine_options.share_weights`` makes the engine decode with the trainer's own tensors, so
-    that no sync is needed: true only for the synchronous loop, full fine-tuning, one trainer in this process."""
-    if config.rollout.engine_options.get("share_weights") is not True:
-        return
-    problems = {
-        f"loop: {config.loop} (rl only: another loop samples from weights the trainer has moved past, or "
-        "syncs others)": config.loop != "rl",
-        f"train.backend: {config.train.backend} (the engine decodes with a copy of the reshaped module)":
-            config.train.backend not in SINGLE_PROCESS_BACKENDS,
-        "model.lora (the engine decodes with merged weights, not the base ones)": config.model.lora is not None,
-        f"runtime.kind: {config.runtime.kind} (the rollout role lives in another process)":
-            config.runtime.kind != "embedded",
-    }
-    found = [what for what, bad in problems.items() if bad]
-    if found:
-        raise ConfigError("rollout.engine_options.share_weights needs the policy and the engine in one process "
-                          f"and one loop; not with {'; '.join(found)}")
 
 
 def frozen_copy(model: torch.nn.Module) -> torch.nn.Module:

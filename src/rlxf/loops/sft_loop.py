@@ -29,7 +29,7 @@ def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, 
     return Objective(
         model=policy, optim=config.sft.optim, rows=context.task.train, steps=config.sft.steps,
         batch_size=config.sft.batch_size, step_inputs=step_inputs,
-        evaluate=task_evaluator(config, context, policy), save_model=policy.save_pretrained,
+        evaluate=task_evaluator(config, context, policy),
     )
 
 

@@ -58,9 +58,12 @@ async def sample_campaign(request: Request) -> dict:
         raise InputError(f"sampling parameters: {err}") from None
     checkpoint = limits.bounded_text(body.get("checkpoint"), "checkpoint", 1000)
     prompts = limits.bounded_text(body.get("prompts"), "prompts", 1000)
+    chat_template = body.get("chat_template")  # absent or null: the checkpoint's template when it has one
+    if chat_template is not None and not isinstance(chat_template, bool):
+        raise InputError("`chat_template` must be true, false or null (null: use the template when there is one)")
     pairs, sampling = await run_in_threadpool(sample_campaign_pairs, checkpoint, prompts, params,
                                               min(_int(body, "limit", 100), limits.MAX_PAIRS_PER_CAMPAIGN),
-                                              _int(body, "seed", 0))
+                                              _int(body, "seed", 0), chat_template)
     campaign_id = await run_in_threadpool(create_campaign, _store(request), body.get("name"), pairs, "sampled",
                                           _int(body, "overlap", 1), checkpoint, sampling)
     return {"id": campaign_id, "pairs": len(pairs)}

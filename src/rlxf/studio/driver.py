@@ -89,12 +89,14 @@ class StudioProcess:
             return json.loads(reply.read())
 
 
-def launch_chromium(playwright):
-    """Headless Chromium from the system (``--no-sandbox``: the tests may run as root in a container)."""
+def launch_chromium(playwright, show_scrollbars: bool = False):
+    """Headless Chromium from the system (``--no-sandbox``: the tests may run as root in a container).
+    Headless hides scrollbars; ``show_scrollbars`` keeps them, so a screenshot shows what scrolls."""
     path = chromium_path()
     if path is None:
         raise RuntimeError("no chromium on PATH: `make setup` installs it (apt-get install chromium)")
-    return playwright.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"])
+    return playwright.chromium.launch(executable_path=path, headless=True, args=["--no-sandbox"],
+                                      ignore_default_args=["--hide-scrollbars"] if show_scrollbars else None)
 
 
 SHOWN_PAIR = """token => { const box = document.getElementById('pair-box');
@@ -133,3 +135,27 @@ def open_labelling(page, base_url: str, campaign_id: int, labeller: str) -> None
     page.fill("#labeller-name", labeller)
     page.keyboard.press("Enter")
     wait_for_pair(page)
+
+
+LABELLING_LAYOUT = """() => {
+  const root = document.documentElement, rect = n => n.getBoundingClientRect();
+  const all = selector => [...document.querySelectorAll(selector)];
+  const actions = document.querySelector('#page > .actions');
+  return {
+    viewport: {width: innerWidth, height: innerHeight, scroll_y: scrollY},
+    page: {scroll_width: root.scrollWidth, client_width: root.clientWidth},
+    responses: all('#pair-box .response').map(n => ({width: rect(n).width, height: rect(n).height,
+                                                      scroll_width: n.scrollWidth, client_width: n.clientWidth})),
+    texts: all('#pair-box .text').map(n => ({id: n.id, scroll_width: n.scrollWidth, client_width: n.clientWidth})),
+    code_boxes: all('#pair-box pre.code').map(n => ({width: rect(n).width, room: n.parentElement.clientWidth,
+      scroll_width: n.scrollWidth, client_width: n.clientWidth, overflow_x: getComputedStyle(n).overflowX})),
+    actions: actions ? {top: rect(actions).top, bottom: rect(actions).bottom} : null,
+  };
+}"""
+
+
+def labelling_layout(page) -> dict:
+    """Where the labelling page's parts sit, in CSS pixels: the page's and every text box's scroll and client
+    widths, each response's size, each fenced code box's width against the room it has, the verdict buttons'
+    top and bottom in the viewport. What the real-text browser test asserts and the screenshot script prints."""
+    return page.evaluate(LABELLING_LAYOUT)

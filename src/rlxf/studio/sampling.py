@@ -4,6 +4,13 @@ two distinct responses to one prompt make a pair (a prompt whose samples all agr
 The checkpoint is any folder ``rlxf.models.loading`` loads (a run's ``checkpoints/step_N/policy``, a
 local HF model); the prompts are a prompt file (``{prompt}`` / ``{messages}`` rows, JSONL or Parquet).
 The sampling parameters are stored with the campaign, so every label carries them.
+
+An instruct checkpoint answers what it was trained on: a prompt rendered through its chat template. So a
+checkpoint whose tokenizer has a template gets it unless the caller says ``chat_template=False`` (a
+checkpoint trained on raw prompts, like the tiny arithmetic recipes); the choice is stored with the
+campaign. The labeller reads the response as the model wrote it: a special token inside it (a
+``<|im_start|>`` the model started a new turn with) stays visible; only the token that ended the sample
+(end of sequence / end of turn) and the padding after it are dropped.
 """
 
 from __future__ import annotations
@@ -14,13 +21,40 @@ from itertools import combinations
 import torch
 
 from rlxf.data.files import read_rows
-from rlxf.data.prompt_tokens import render_prompt
+from rlxf.data.prompt_tokens import encode_prompt_lengths
+from rlxf.models.special_tokens import stop_token_ids
+from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.studio.limits import InputError
 
 
+def template_choice(tokenizer, chat_template: bool | None) -> bool:
+    """Whether prompts go through the chat template: ``None`` = when the tokenizer has one."""
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if chat_template is None:
+        return has_template
+    if chat_template and not has_template:
+        raise InputError("chat_template=true, but this checkpoint's tokenizer has no chat template")
+    return bool(chat_template)
+
+
+def response_texts(tokenizer, gen: Generation, stop_ids: list[int]) -> list[str]:
+    """Each response as the model wrote it, special tokens included, without the stop token that ended it.
+
+    ``response_mask`` covers the response up to and including its stop token, so the padding after it is
+    already out; the engine stops at the first stop token, so only the last kept token can be one."""
+    stops = set(stop_ids)
+    texts = []
+    for row, mask in zip(gen.response_ids.cpu(), gen.response_mask.cpu().bool()):
+        ids = row[mask].tolist()
+        if ids and ids[-1] in stops:
+            ids = ids[:-1]
+        texts.append(tokenizer.decode(ids, skip_special_tokens=False))
+    return texts
+
+
 def sample_pairs(checkpoint: str, prompt_rows: list[dict], params: SamplingParams, seed: int = 0,
-                 chat_template: bool = False, max_pairs_per_prompt: int = 1) -> list[tuple[dict, str, str]]:
+                 chat_template: bool | None = None, max_pairs_per_prompt: int = 1) -> list[tuple[dict, str, str]]:
     """(prompt row, first, second) pairs from ``params.n`` samples per prompt (``params.n`` >= 2)."""
     from rlxf.models.loading import load_causal_lm, load_tokenizer
     from rlxf.rollout.engine import build_engine
@@ -28,15 +62,20 @@ def sample_pairs(checkpoint: str, prompt_rows: list[dict], params: SamplingParam
     if params.n < 2:
         raise InputError(f"sampling a campaign needs n >= 2 responses per prompt, got {params.n}")
     tokenizer = load_tokenizer(checkpoint)
+    use_template = template_choice(tokenizer, chat_template)
+    if not tokenizer.chat_template and any("messages" in r for r in prompt_rows):
+        raise InputError(f"{checkpoint}: the prompt file has `messages` rows but the tokenizer has no chat template")
     model = load_causal_lm(checkpoint).eval().requires_grad_(False)
-    engine = build_engine("torch", model, tokenizer.eos_token_id, tokenizer.pad_token_id)
-    use_template = chat_template and tokenizer.chat_template is not None
-    ids = tokenizer([render_prompt(r, tokenizer, use_template) for r in prompt_rows],
-                    add_special_tokens=False)["input_ids"]
+    # the same stops as training's rollouts: a chat model's end of turn (<|im_end|>) ends a sample too
+    stop_ids = stop_token_ids(tokenizer, model)
+    engine = build_engine("torch", model, stop_ids, tokenizer.pad_token_id)
+    # the same prompt ids the data pipeline gives the policy (a template writes its own BOS; raw text gets
+    # the tokenizer's), so a checkpoint is sampled on the prompts it was trained on
+    _, ids = encode_prompt_lengths(prompt_rows, tokenizer, use_template)
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         gen = engine.generate(ids, params, generator)
-    texts = tokenizer.batch_decode(gen.response_ids * gen.response_mask, skip_special_tokens=True)
+    texts = response_texts(tokenizer, gen, stop_ids)
     pairs = []
     for index, row in enumerate(prompt_rows):
         samples = list(dict.fromkeys(texts[index * params.n: (index + 1) * params.n]))
@@ -45,10 +84,14 @@ def sample_pairs(checkpoint: str, prompt_rows: list[dict], params: SamplingParam
 
 
 def sample_campaign_pairs(checkpoint: str, prompts_path: str, params: SamplingParams, limit: int,
-                          seed: int = 0) -> tuple[list[tuple[dict, str, str]], dict]:
-    """Pairs from the first ``limit`` prompts of ``prompts_path``, and the sampling record to store."""
+                          seed: int = 0, chat_template: bool | None = None) -> tuple[list[tuple[dict, str, str]], dict]:
+    """Pairs from the first ``limit`` prompts of ``prompts_path``, and the sampling record to store (with
+    ``chat_template``: whether the prompts went through the checkpoint's template)."""
+    from rlxf.models.loading import load_tokenizer
+
     rows = read_rows(prompts_path)[:limit]
-    pairs = sample_pairs(checkpoint, rows, params, seed)
+    use_template = template_choice(load_tokenizer(checkpoint), chat_template)
+    pairs = sample_pairs(checkpoint, rows, params, seed, chat_template=use_template)
     if not pairs:
         raise InputError(f"{checkpoint}: every prompt's {params.n} samples were identical; raise the temperature")
-    return pairs, {**asdict(params), "seed": seed, "prompts": prompts_path}
+    return pairs, {**asdict(params), "seed": seed, "prompts": prompts_path, "chat_template": use_template}

@@ -24,12 +24,17 @@ function sampleForm(done) {
   const fields = {name: input("name", {placeholder: "campaign name"}), checkpoint: input("checkpoint", {placeholder: "runs/x/checkpoints/step_000040/policy", size: 40}),
     prompts: input("prompts", {placeholder: "prompts.jsonl", size: 24}), n: input("n", {type: "number", value: 2, min: 2}),
     temperature: input("temperature", {type: "number", value: 1.0, step: "any"}), max_new_tokens: input("max_new_tokens", {type: "number", value: 32}),
-    limit: input("limit", {type: "number", value: 100}), overlap: input("overlap", {type: "number", value: 1, min: 1})};
+    limit: input("limit", {type: "number", value: 100}), overlap: input("overlap", {type: "number", value: 1, min: 1}),
+    // auto: an instruct checkpoint gets its chat template; "no" for a checkpoint trained on raw prompts
+    chat_template: el("select", {name: "chat_template"}, el("option", {value: "auto"}, "auto (when the checkpoint has one)"),
+      el("option", {value: "yes"}, "yes"), el("option", {value: "no"}, "no (raw prompt)"))};
   const status = el("span", {class: "muted"});
-  return el("form", {class: "filters", onsubmit: async e => {
+  const CHOICE = {auto: null, yes: true, no: false};
+  return el("form", {class: "filters", id: "sample-form", onsubmit: async e => {
     e.preventDefault(); status.textContent = "sampling…";
     const body = {};
     for (const [key, node] of Object.entries(fields)) body[key] = node.type === "number" ? Number(node.value) : node.value;
+    body.chat_template = CHOICE[body.chat_template];
     try { const made = await api("/api/campaigns/sample", body); status.textContent = `sampled ${made.pairs} pairs`; done(); }
     catch (err) { status.replaceChildren(el("span", {class: "error"}, err.message)); }
   }}, Object.entries(fields).map(([key, node]) => el("label", {class: "field"}, key.replace("_", " "), node)),

@@ -31,12 +31,13 @@ function showPair(data) {
     return;
   }
   box.replaceChildren(
-    el("div", {class: "card"}, el("h3", {}, `Prompt · pair ${current.position + 1}`), el("pre", {class: "text", id: "prompt"}, current.prompt)),
+    el("div", {class: "card"}, el("h3", {}, `Prompt · pair ${current.position + 1}`), fencedText(current.prompt, {id: "prompt"})),
     el("div", {class: "pair"},
-      el("div", {class: "card response"}, el("h3", {}, "A ", el("kbd", {}, "A"), " ", el("kbd", {}, "←")), el("pre", {class: "text", id: "left"}, current.left)),
-      el("div", {class: "card response"}, el("h3", {}, "B ", el("kbd", {}, "B"), " ", el("kbd", {}, "→")), el("pre", {class: "text", id: "right"}, current.right))));
+      el("div", {class: "card response"}, el("h3", {}, "A ", el("kbd", {}, "A"), " ", el("kbd", {}, "←")), fencedText(current.left, {id: "left"})),
+      el("div", {class: "card response"}, el("h3", {}, "B ", el("kbd", {}, "B"), " ", el("kbd", {}, "→")), fencedText(current.right, {id: "right"}))));
   box.dataset.token = current.token;
   document.getElementById("reason").value = "";
+  window.scrollTo(0, 0);  // a labeller who scrolled down a long response starts the next pair at its prompt
 }
 
 async function send(path, body) {

@@ -53,6 +53,31 @@ function showError(target, err) {
   target.replaceChildren(el("p", {class: "error"}, err.message || String(err)));
 }
 
+// Model text with each fenced code block (a ``` line ... a bare ``` line, as in CommonMark) in a box of its
+// own. Prose wraps, however long a word; code keeps its lines and indentation (they carry the meaning) and
+// scrolls sideways inside its box, so neither can widen the page. Only text nodes are made, fences included:
+// the element's textContent is exactly `text`, and nothing in it is ever parsed as HTML.
+const OPEN_FENCE = /^ {0,3}```/, CLOSE_FENCE = /^ {0,3}```\s*$/;
+
+function fencedText(text, attrs = {}) {
+  const box = el("div", {...attrs, class: `text ${attrs.class || ""}`.trim()});
+  let prose = "", code = null;
+  const addProse = () => { if (prose) box.append(el("span", {class: "prose"}, prose)); prose = ""; };
+  const addCode = () => {
+    box.append(el("pre", {class: "code"}, code.map((line, i) =>
+      i === 0 || (i === code.length - 1 && CLOSE_FENCE.test(line)) ? el("span", {class: "fence"}, line) : line)));
+    code = null;
+  };
+  for (const line of text.split(/(?<=\n)/)) {  // lines with their own newline: nothing added or lost
+    if (code === null && OPEN_FENCE.test(line)) { addProse(); code = [line]; }
+    else if (code !== null) { code.push(line); if (CLOSE_FENCE.test(line)) addCode(); }
+    else prose += line;
+  }
+  if (code !== null) addCode();  // a block the model never closed (it ran out of tokens) runs to the end
+  addProse();
+  return box;
+}
+
 // The curve panels a practitioner reads first (the same set as `rlxf plot`).
 const PANELS = [
   {title: "Reward (train samples)", keys: ["reward/mean"], prefix: "reward/"},
