@@ -42,6 +42,8 @@ RECIPE_CASES = {
                           "reward/correct"),
     "smollm2_grpo_lora.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                                "reward/correct"),
+    "smollm2_online_dpo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
+                                "train/tied_prompts"),
     "tool_use.yaml": ([], "reward/turns"),
     "verifiers_sums.yaml": ([], "reward/correct"),
 }
