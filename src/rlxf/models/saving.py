@@ -40,7 +40,7 @@ def _deepspeed_unwrap_skipped() -> Iterator[None]:
 def save_model(model: torch.nn.Module, folder: str | Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
     """``model.save_pretrained(folder)`` (``state_dict``: the weights to write instead of the model's own)."""
     with _deepspeed_unwrap_skipped():
-        model.save_pretrained(folder, **({} if state_dict is None else {"state_dict": state_dict}))
+        model.save_pretrained(folder, state_dict=state_dict)
 
 
 TOKENIZER_BYTES = 1 << 20  # a character tokenizer's files and the configs (a few kB), counted generously

@@ -22,6 +22,7 @@ import torch
 
 from rlxf.data.files import read_rows
 from rlxf.data.prompt_tokens import encode_prompt_lengths
+from rlxf.models.shown_text import shown_texts
 from rlxf.models.special_tokens import stop_token_ids
 from rlxf.rollout.generation import Generation
 from rlxf.rollout.sampling import SamplingParams
@@ -39,23 +40,24 @@ def template_choice(tokenizer, chat_template: bool | None) -> bool:
 
 
 def response_texts(tokenizer, gen: Generation, stop_ids: list[int]) -> list[str]:
-    """Each response as the model wrote it, special tokens included, without the stop token that ended it.
+    """Each response as the model wrote it, special tokens included (models/shown_text.py), without the stop
+    token that ended it.
 
     ``response_mask`` covers the response up to and including its stop token, so the padding after it is
     already out; the engine stops at the first stop token, so only the last kept token can be one."""
-    stops = set(stop_ids)
-    texts = []
-    for row, mask in zip(gen.response_ids.cpu(), gen.response_mask.cpu().bool()):
-        ids = row[mask].tolist()
-        if ids and ids[-1] in stops:
-            ids = ids[:-1]
-        texts.append(tokenizer.decode(ids, skip_special_tokens=False))
-    return texts
+    mask = gen.response_mask.cpu().bool().clone()
+    rows = torch.arange(len(mask))
+    last = (mask.sum(dim=1) - 1).clamp(min=0)
+    ended = mask[rows, last] & torch.isin(gen.response_ids.cpu()[rows, last], torch.tensor(stop_ids))
+    mask[rows[ended], last[ended]] = False
+    return shown_texts(tokenizer, gen.response_ids, mask)
 
 
 def sample_pairs(checkpoint: str, prompt_rows: list[dict], params: SamplingParams, seed: int = 0,
-                 chat_template: bool | None = None, max_pairs_per_prompt: int = 1) -> list[tuple[dict, str, str]]:
-    """(prompt row, first, second) pairs from ``params.n`` samples per prompt (``params.n`` >= 2)."""
+                 chat_template: bool | None = None,
+                 max_pairs_per_prompt: int = 1) -> tuple[list[tuple[dict, str, str]], bool]:
+    """((prompt row, first, second) pairs from ``params.n`` samples per prompt (``params.n`` >= 2), whether
+    the prompts went through the chat template)."""
     from rlxf.models.loading import load_causal_lm, load_tokenizer
     from rlxf.rollout.engine import build_engine
 
@@ -80,18 +82,15 @@ def sample_pairs(checkpoint: str, prompt_rows: list[dict], params: SamplingParam
     for index, row in enumerate(prompt_rows):
         samples = list(dict.fromkeys(texts[index * params.n: (index + 1) * params.n]))
         pairs += [(row, a, b) for a, b in list(combinations(samples, 2))[:max_pairs_per_prompt]]
-    return pairs
+    return pairs, use_template
 
 
 def sample_campaign_pairs(checkpoint: str, prompts_path: str, params: SamplingParams, limit: int,
                           seed: int = 0, chat_template: bool | None = None) -> tuple[list[tuple[dict, str, str]], dict]:
     """Pairs from the first ``limit`` prompts of ``prompts_path``, and the sampling record to store (with
     ``chat_template``: whether the prompts went through the checkpoint's template)."""
-    from rlxf.models.loading import load_tokenizer
-
     rows = read_rows(prompts_path)[:limit]
-    use_template = template_choice(load_tokenizer(checkpoint), chat_template)
-    pairs = sample_pairs(checkpoint, rows, params, seed, chat_template=use_template)
+    pairs, use_template = sample_pairs(checkpoint, rows, params, seed, chat_template=chat_template)
     if not pairs:
         raise InputError(f"{checkpoint}: every prompt's {params.n} samples were identical; raise the temperature")
     return pairs, {**asdict(params), "seed": seed, "prompts": prompts_path, "chat_template": use_template}
