@@ -61,12 +61,31 @@ def matmul_rate(dtype, size: int = 2048, reps: int = 3) -> float:
     return reps * 2 * size**3 / (time.process_time() - start)
 
 
+def group_batch(groups: int, samples: int, prompt: int, response: int):
+    """``groups`` random prompts of ``prompt`` tokens, each with ``samples`` responses of random lengths up to
+    ``response`` (EOS-padded), SmolLM2's vocabulary; seeded."""
+    import torch
+
+    from rlxf.batch import TrajectoryBatch
+
+    vocab, rows = SMOLLM2_135M["vocab_size"], groups * samples
+    g = torch.Generator().manual_seed(0)
+    prompts = torch.randint(3, vocab, (groups, prompt), generator=g).repeat_interleave(samples, 0)
+    lengths = torch.randint(max(1, response // 3), response + 1, (rows,), generator=g)
+    response_mask = (torch.arange(response)[None] < lengths[:, None]).long()
+    return TrajectoryBatch(
+        prompt_ids=prompts, prompt_mask=torch.ones_like(prompts),
+        response_ids=torch.randint(3, vocab, (rows, response), generator=g) * response_mask + 2 * (1 - response_mask),
+        response_mask=response_mask, loss_mask=response_mask.float(),
+        group_ids=torch.arange(groups).repeat_interleave(samples),
+    )
+
+
 def child(args) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     import rlxf
-    from rlxf.batch import TrajectoryBatch
     from rlxf.train import log_probs
     from rlxf.train.micro_batches import group_order, micro_batches
     from rlxf.train.precision import autocast
@@ -74,17 +93,8 @@ def child(args) -> dict:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(**SMOLLM2_135M, attn_implementation="sdpa"))
-    vocab, rows = SMOLLM2_135M["vocab_size"], args.groups * args.samples
-    g = torch.Generator().manual_seed(0)
-    prompts = torch.randint(3, vocab, (args.groups, args.prompt), generator=g).repeat_interleave(args.samples, 0)
-    lengths = torch.randint(max(1, args.response // 3), args.response + 1, (rows,), generator=g)
-    response_mask = (torch.arange(args.response)[None] < lengths[:, None]).long()
-    batch = TrajectoryBatch(
-        prompt_ids=prompts, prompt_mask=torch.ones_like(prompts),
-        response_ids=torch.randint(3, vocab, (rows, args.response), generator=g) * response_mask + 2 * (1 - response_mask),
-        response_mask=response_mask, loss_mask=response_mask.float(),
-        group_ids=torch.arange(args.groups).repeat_interleave(args.samples),
-    )
+    rows = args.groups * args.samples
+    batch = group_batch(args.groups, args.samples, args.prompt, args.response)
     orders = {"groups": group_order(batch), "length": torch.argsort(batch.response_lengths, stable=True)}
     micros = {name: micro_batches(batch.select(order), args.micro) for name, order in orders.items()}
     share_types = log_probs.SHARED_PREFIX_MODEL_TYPES

@@ -38,6 +38,36 @@ def test_tool_env_turns():
     assert info["components"] == {"correct": 1.0, "format": 1.0, "tool_calls": 2.0}
 
 
+CHATML_TOOL_TURN = "\n<|im_start|>tool\n{result}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_tool_env_observation_in_a_chat_template_turn():
+    env = ToolUseEnv(aliases={"calc": "calculator"}, reward="math", observation=CHATML_TOOL_TURN)
+    env.reset({"prompt": "What is 47 times 83?", "answer": "3901"})
+    assert resolve(env.step("@calc(47*83)"))[0] == "\n<|im_start|>tool\n3901<|im_end|>\n<|im_start|>assistant\n"
+    assert resolve(env.step("@calc({1})"))[0].startswith("\n<|im_start|>tool\nerror: ")  # braces kept as written
+    obs, reward, done, _ = resolve(env.step("47 times 83 is 3901."))
+    assert (obs, reward, done) == (None, 1.0, True)
+    with pytest.raises(ValueError, match="must hold {result}"):
+        ToolUseEnv(observation="<|im_start|>tool\n")
+
+
+def test_tool_demonstration_matches_what_the_environment_writes():
+    from rlxf.data.tool_arithmetic import tool_arithmetic_task
+
+    rows = tool_arithmetic_task(0, 2, digits=2, size=300, tool_demo_fraction=0.5, question="What is {a} {op_word} {b}?",
+                                eos="<|im_end|>", observation=CHATML_TOOL_TURN).train
+    demo = next(r for r in rows if r["sft_target"] != r["answer"])
+    a, b = (int(w.rstrip("?")) for w in demo["prompt"].split()[2::2])
+    assert demo["prompt"] == f"What is {a} times {b}?" and demo["answer"] == str(a * b)
+    env = ToolUseEnv(aliases={"calc": "calculator"}, observation=CHATML_TOOL_TURN)
+    env.reset(demo)
+    call = f"@calc({a}*{b})"
+    assert demo["sft_target"] == call + "<|im_end|>" + resolve(env.step(call))[0] + str(a * b)
+    with pytest.raises(ValueError, match="observation"):
+        tool_arithmetic_task(0, 2, digits=2, size=10, observation="no result")
+
+
 def test_tool_env_stops_calling_after_max_calls():
     env = env_factory("tool_use", {"max_calls": 1})()
     env.reset({"prompt": "1+1=", "answer": "2"})

@@ -16,6 +16,11 @@ from rlxf.loops.rl import train_rl
 from tests.conftest import assert_trains, small_overrides
 
 TOL = 1e-4  # absolute, on every logged metric (float32; ranks reduce gradients in another order)
+# Clip fractions count tokens past a threshold: a 1e-7 difference moves a token that sits on the boundary.
+# Seen: PPO's critic/value_clip_fraction at step 2, 2/160 against 1/160, every other metric within 4e-7 (a
+# rank's micro-batch joins the others' full forward where the single process shared its prompt). One token of
+# a step's ~160 loss tokens is allowed there, no more.
+CLIP_FRACTION_TOL = 1 / 150
 # Enough SFT for non-zero rewards (so advantages, losses and updates are not all zero), and two
 # optimizer steps per RL step so the group's compute_log_probs (old log-probs) runs too.
 SIGNAL = ["sft.steps=40", "train.mini_batch_size=8", "train.micro_batch_size=4"]
@@ -47,7 +52,10 @@ def assert_rows_match(rows: list[dict], expected: list[dict]) -> None:
         assert row.keys() == want.keys()
         assert {k: v for k, v in row.items() if k.startswith("reward/")} == \
             {k: v for k, v in want.items() if k.startswith("reward/")}  # same sampled tokens
-        assert row == pytest.approx(want, abs=TOL, nan_ok=True)
+        counts = {k for k in want if k.endswith("clip_fraction")}
+        assert {k: v for k, v in row.items() if k not in counts} == \
+            pytest.approx({k: v for k, v in want.items() if k not in counts}, abs=TOL, nan_ok=True)
+        assert {k: row[k] for k in counts} == pytest.approx({k: want[k] for k in counts}, abs=CLIP_FRACTION_TOL)
 
 
 def assert_same_policy(run_a, run_b, step: int) -> None:

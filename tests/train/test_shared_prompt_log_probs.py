@@ -8,6 +8,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlxf.batch import left_pad
 from rlxf.config import OptimConfig
+from rlxf.models.value_head import ValueModel
 from rlxf.rollout.engine import build_engine
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.train import log_probs
@@ -54,6 +55,46 @@ def test_shared_prompt_forward_matches_the_full_forward(tiny_model, tokenizer, m
     assert torch.allclose(shared[real], full[real], atol=1e-5)
     for a, b in zip(shared_grads, full_grads):
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+
+
+def _values_and_grads(critic, ids, mask, width, real):
+    critic.zero_grad(set_to_none=True)
+    values = critic(ids, mask, response_width=width)
+    (values[real] * torch.linspace(0.5, 1.5, int(real.sum()))).sum().backward()
+    return values.detach(), [p.grad.clone() for p in critic.parameters() if p.grad is not None]
+
+
+def test_the_critic_computes_each_shared_prompt_once_with_the_same_values_and_gradients(tiny_model, tokenizer,
+                                                                                        monkeypatch):
+    critic = ValueModel(copy.deepcopy(tiny_model).requires_grad_(True)).train()
+    torch.nn.init.normal_(critic.value_head.weight, std=0.5)  # a zero head would hide the trunk's part
+    ids, mask, width, real = _shuffled_group_batch(tiny_model, tokenizer)
+    prompt_width = ids.shape[1] - width
+    full_positions = critic(ids, mask)[:, prompt_width - 1: prompt_width - 1 + width]  # the old slicing
+    counted = _count_trunk_tokens(critic, monkeypatch)
+    shared, shared_grads = _values_and_grads(critic, ids, mask, width, real)
+    # 12 rows of 3 distinct prompts: the prompts once (3 x P), then every row's responses (12 x (R - 1))
+    assert counted == [3 * prompt_width, 12 * (width - 1)]
+    monkeypatch.setattr(log_probs, "SHARED_PREFIX_MODEL_TYPES", frozenset())
+    counted.clear()
+    full, full_grads = _values_and_grads(critic, ids, mask, width, real)
+    assert counted == [12 * ids.shape[1]]
+    assert torch.allclose(shared[real], full[real], atol=1e-5) and torch.allclose(full, full_positions.detach())
+    assert len(shared_grads) == len(full_grads) == len(list(critic.parameters()))
+    for a, b in zip(shared_grads, full_grads):  # fp32 rounding of sums over 12 rows, gradients of ~100
+        assert (a - b).abs().max() <= 1e-5 * b.abs().max() + 1e-6
+
+
+def _count_trunk_tokens(critic, monkeypatch) -> list[int]:
+    """Token positions each trunk forward runs over, in call order."""
+    counted, forward = [], critic.trunk.forward
+
+    def counting(*args, input_ids=None, **kwargs):
+        counted.append(input_ids.numel())
+        return forward(*args, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(critic.trunk, "forward", counting)
+    return counted
 
 
 def test_distinct_prompts_fall_back_to_the_full_forward(tiny_model, tokenizer):

@@ -30,6 +30,7 @@ from typing import Any
 
 from rlxf.config_error import ConfigError
 from rlxf.data.tasks import TASKS, TaskSplits
+from rlxf.errors import MissingPackageError
 
 INSTALL = "pip install 'rlxf[verifiers]'"
 
@@ -38,7 +39,7 @@ def import_verifiers():
     try:
         import verifiers.v1 as vf
     except ImportError:
-        raise ConfigError(f"the verifiers environment needs the verifiers package: {INSTALL}") from None
+        raise MissingPackageError(f"the verifiers environment needs the verifiers package: {INSTALL}") from None
     return vf
 
 

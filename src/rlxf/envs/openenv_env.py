@@ -40,6 +40,7 @@ from rlxf.config_error import ConfigError
 from rlxf.envs.base import ENVS
 from rlxf.envs.openai_agent import AgentFailure, AgentOutcome, OpenAIAgentEnv, _openai
 from rlxf.envs.openenv_server import OpenEnvServerError, local_server
+from rlxf.errors import MissingPackageError
 from rlxf.serving.chat_format import CHAT_FORMATS
 
 INSTALL = "pip install 'rlxf[openenv]'"
@@ -49,7 +50,7 @@ def import_openenv():
     try:
         from openenv.core import GenericEnvClient
     except ImportError:
-        raise ConfigError(f"the openenv environment needs openenv-core: {INSTALL}") from None
+        raise MissingPackageError(f"the openenv environment needs openenv-core: {INSTALL}") from None
     return GenericEnvClient
 
 

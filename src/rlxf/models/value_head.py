@@ -9,6 +9,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import AutoModelForCausalLM
 
+from rlxf.train.log_probs import decoder_response_states
+
 
 class ValueModel(nn.Module):
     """``forward(input_ids, attention_mask) -> values [B, L]`` from the trunk's last hidden states."""
@@ -29,11 +31,18 @@ class ValueModel(nn.Module):
             model.value_head.load_state_dict(load_file(str(head)))
         return model
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        hidden = self.trunk(
-            input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
-        ).last_hidden_state
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                response_width: int | None = None) -> torch.Tensor:
+        """[B, L] values at every position; with ``response_width`` R, [B, R] at the positions before each
+        response token (P-1 .. P+R-2) only, a group's shared prompt run through the trunk once (as the
+        policy's log-probs are: train/log_probs.py). Inside ``forward`` so that a sharded engine's hooks see it."""
+        if response_width is not None:
+            hidden = decoder_response_states(self.trunk, input_ids, attention_mask, response_width)
+        else:
+            position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+            hidden = self.trunk(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids
+            ).last_hidden_state
         return self.value_head(hidden).squeeze(-1).float()
 
     def save_head(self, out_dir: str | Path) -> None:

@@ -20,10 +20,7 @@ from rlxf.train.process_group import build_rank_engine
 
 def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
     """[B, R]: the value of the state before each response token (positions P-1 .. P+R-2)."""
-    values = model(micro.input_ids, micro.attention_mask)
-    width = micro.response_ids.shape[1]
-    prompt_width = micro.prompt_ids.shape[1]
-    return values[:, prompt_width - 1: prompt_width - 1 + width] * micro.response_mask
+    return model(micro.input_ids, micro.attention_mask, response_width=micro.response_ids.shape[1]) * micro.response_mask
 
 
 class CriticRole:

@@ -44,6 +44,14 @@ def response_hidden_states(
     return _response_states(model, decoder_of(model), input_ids, attention_mask, response_width)
 
 
+def decoder_response_states(
+    decoder: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor, response_width: int
+) -> torch.Tensor:
+    """``response_hidden_states`` of a bare decoder with no LM head above it (PPO's critic trunk, which a
+    value head reads), each distinct prompt computed once as for the policy."""
+    return _response_states(decoder, decoder, input_ids, attention_mask, response_width)
+
+
 def decoder_of(model: torch.nn.Module) -> torch.nn.Module:
     """The module whose ``last_hidden_state`` the LM head reads (HF ``get_decoder``; through peft too)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
