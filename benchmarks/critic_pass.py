@@ -40,9 +40,9 @@ def main() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from rlxf.models.value_head import ValueModel
     from rlxf.train import log_probs
     from rlxf.train.micro_batches import group_order, micro_batches
+    from rlxf.train.value_model import ValueModel
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

@@ -21,8 +21,8 @@ MATH = ("advantage_estimator", "norm_adv_by_std", "loss_aggregation", "policy_lo
 
 
 def first_step(tiny_model, batch, preset: str) -> dict[str, float]:
-    from rlxf.models.value_head import ValueModel
     from rlxf.roles.critic import CriticRole
+    from rlxf.train.value_model import ValueModel
 
     algo = AlgorithmConfig(name=preset)
     values = None
@@ -68,8 +68,8 @@ def test_presets_that_differ_take_different_steps(steps):
 def test_ppo_critic_learns_the_returns(tiny_model, tokenizer):
     """PPO's critic, updated three times on one batch, fits its returns: the value loss falls each time
     and the values move towards the returns."""
-    from rlxf.models.value_head import ValueModel
     from rlxf.roles.critic import CriticRole
+    from rlxf.train.value_model import ValueModel
 
     batch, _ = rewarded_groups(copy.deepcopy(tiny_model), tokenizer, ["1+2=", "40+4="], 6)
     algo = AlgorithmConfig(name="ppo", ppo_epochs=1)

@@ -111,8 +111,8 @@ def _first_loss(role, batch) -> float:
 
 def test_actor_and_critic_divide_by_the_generation_budget(tiny_model, tokenizer):
     """Dr. GRPO (seq_mean_token_sum_norm): doubling the budget halves the loss, whatever the batch's width."""
-    from rlxf.models.value_head import ValueModel
     from rlxf.roles.critic import CriticRole
+    from rlxf.train.value_model import ValueModel
 
     batch, _ = rewarded_groups(copy.deepcopy(tiny_model), tokenizer, ["1+2=", "4+4="], 4)
     # GRPO's advantages sum to zero in a group, so at ratio 1 with equal lengths the actor's loss is 0 up

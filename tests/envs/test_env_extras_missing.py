@@ -29,17 +29,3 @@ def test_missing_library_is_one_line_with_the_install_command(recipe, tmp_path, 
     assert lines[0].startswith("rlxf: ") and install in lines[0] and "Traceback" not in err
     assert not (run_dir / "checkpoints").exists()
 
-
-@pytest.mark.parametrize("package, importer", [("verifiers", "rlxf.data.verifiers_tasks:import_verifiers"),
-                                               ("openenv", "rlxf.envs.openenv_env:import_openenv")])
-def test_missing_library_is_a_missing_package_error(package, importer, monkeypatch):
-    import importlib
-
-    from rlxf.errors import MissingPackageError
-
-    module, _, name = importer.partition(":")
-    load = getattr(importlib.import_module(module), name)
-    for hidden in [m for m in sys.modules if m == package or m.startswith(package + ".")] + [package]:
-        monkeypatch.setitem(sys.modules, hidden, None)
-    with pytest.raises(MissingPackageError, match=r"pip install 'rlxf\[" + package):
-        load()

@@ -116,12 +116,12 @@ def test_a_server_that_cannot_start_is_named_in_one_line(packages, make_role):
 
 
 def test_missing_package_is_one_line_with_the_install_command(monkeypatch):
-    from rlxf.config_error import ConfigError
     from rlxf.envs.base import env_factory
+    from rlxf.errors import MissingPackageError
 
     monkeypatch.setitem(sys.modules, "openenv", None)
     monkeypatch.setitem(sys.modules, "openenv.core", None)
-    with pytest.raises(ConfigError, match=r"pip install 'rlxf\[openenv\]'"):
+    with pytest.raises(MissingPackageError, match=r"pip install 'rlxf\[openenv\]'"):
         env_factory("openenv", {"url": "http://127.0.0.1:1"})()
 
 

@@ -111,12 +111,12 @@ def test_a_scoring_function_that_raises_names_the_environment_and_task(sums, mak
 
 
 def test_missing_package_is_one_line_with_the_install_command(monkeypatch):
-    from rlxf.config_error import ConfigError
     from rlxf.envs.base import env_factory
+    from rlxf.errors import MissingPackageError
 
     monkeypatch.setitem(sys.modules, "verifiers", None)
     monkeypatch.setitem(sys.modules, "verifiers.v1", None)
-    with pytest.raises(ConfigError, match=r"pip install 'rlxf\[verifiers\]'"):
+    with pytest.raises(MissingPackageError, match=r"pip install 'rlxf\[verifiers\]'"):
         env_factory("verifiers", {})()
 
 

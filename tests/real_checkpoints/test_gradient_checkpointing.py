@@ -8,8 +8,8 @@ import torch
 
 from rlxf.config import Config
 from rlxf.loops.setup import frozen_copy, load_policy
-from rlxf.models.value_head import ValueModel
 from rlxf.train.log_probs import sequence_log_probs
+from rlxf.train.value_model import ValueModel
 
 PROMPTS = torch.tensor([[0, 0, 5, 9, 14], [3, 7, 11, 20, 21]])
 PROMPT_MASK = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])

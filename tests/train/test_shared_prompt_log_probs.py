@@ -8,12 +8,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from rlxf.batch import left_pad
 from rlxf.config import OptimConfig
-from rlxf.models.value_head import ValueModel
 from rlxf.rollout.engine import build_engine
 from rlxf.rollout.sampling import SamplingParams
 from rlxf.train import log_probs
 from rlxf.train.engine import TrainEngine
 from rlxf.train.precision import CPU_AUTOCAST_ATTENTION, autocast
+from rlxf.train.value_model import ValueModel
 
 
 def test_distinct_prompts_finds_each_prompt_once():

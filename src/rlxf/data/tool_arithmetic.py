@@ -14,7 +14,10 @@ import random
 
 from rlxf.data.arithmetic import OPERATORS, arithmetic_row, check_question
 from rlxf.data.tasks import TASKS, TaskSplits, check_rows_in_memory, task_check
-from rlxf.envs.tool_use import OBSERVATION
+
+# What the tool_use environment sends back after a call (its ``observation`` default; envs/tool_use.py): kept
+# here, below the environments, so that demonstrations and the environment write the same text.
+OBSERVATION = "={result}\n"
 
 
 def tool_demo(prompt_expr: str, answer: str, tool: str, eos: str, observation: str = OBSERVATION) -> str:

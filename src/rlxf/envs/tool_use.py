@@ -23,12 +23,12 @@ import asyncio
 import re
 from typing import Any
 
+from rlxf.data.tool_arithmetic import OBSERVATION
 from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS, StepResult
 from rlxf.envs.tools import TOOLS, ToolError
 
 TOOL_CALL = re.compile(r"@([A-Za-z_]\w*)\((.*)\)\s*$", re.DOTALL)
-OBSERVATION = "={result}\n"  # a tool's output as the next observation (data/tool_arithmetic.py demonstrates it)
 
 
 def parse_tool_call(action: str) -> tuple[str, str] | None:

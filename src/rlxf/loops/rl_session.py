@@ -34,7 +34,6 @@ from rlxf.loops.sft import run_sft
 from rlxf.loops.stop_signals import StopSignals
 from rlxf.loops.teacher import place_teacher
 from rlxf.models.saving import save_model
-from rlxf.models.value_head import ValueModel
 from rlxf.roles.actor import ActorRole
 from rlxf.roles.critic import CriticRole
 from rlxf.roles.reference import ReferenceRole
@@ -45,6 +44,7 @@ from rlxf.runtime import Runtime, build_runtime
 from rlxf.tracking.metrics import MetricsLogger
 from rlxf.train.checkpoint import training_checkpoint_bytes
 from rlxf.train.ppo_batches import needs_old_log_probs
+from rlxf.train.value_model import ValueModel
 
 NONFINITE_METRICS = ("policy/skipped_nonfinite", "critic/skipped_nonfinite")
 

@@ -8,7 +8,6 @@ import torch
 
 from rlxf.algos import AlgorithmConfig, LossNormaliser, value_loss
 from rlxf.batch import TrajectoryBatch
-from rlxf.models.value_head import ValueModel
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.data_parallel import DataShard, is_writer
 from rlxf.train.log_probs import pad_columns
@@ -16,6 +15,7 @@ from rlxf.train.micro_batches import micro_batches
 from rlxf.train.optim_config import OptimConfig
 from rlxf.train.ppo_batches import ppo_update
 from rlxf.train.process_group import build_rank_engine
+from rlxf.train.value_model import ValueModel
 
 
 def response_values(model: ValueModel, micro: TrajectoryBatch) -> torch.Tensor:
