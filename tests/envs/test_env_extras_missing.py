@@ -28,4 +28,3 @@ def test_missing_library_is_one_line_with_the_install_command(recipe, tmp_path, 
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("rlxf: ") and install in lines[0] and "Traceback" not in err
     assert not (run_dir / "checkpoints").exists()
-

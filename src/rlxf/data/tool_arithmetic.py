@@ -20,8 +20,19 @@ from rlxf.data.tasks import TASKS, TaskSplits, check_rows_in_memory, task_check
 OBSERVATION = "={result}\n"
 
 
+def check_observation(observation: str, setting: str) -> None:
+    """An observation format must say where the tool's output goes; ``setting`` names the key that set it."""
+    if "{result}" not in observation:
+        raise ValueError(f"{setting}={observation!r} must hold {{result}} (where the tool's output goes)")
+
+
+def tool_observation(observation: str, result: str) -> str:
+    """The text after a call: ``observation`` with the tool's output (not format(): a result may hold braces)."""
+    return observation.replace("{result}", result)
+
+
 def tool_demo(prompt_expr: str, answer: str, tool: str, eos: str, observation: str = OBSERVATION) -> str:
-    return f"@{tool}({prompt_expr}){eos}{observation.replace('{result}', answer)}{answer}"
+    return f"@{tool}({prompt_expr}){eos}{tool_observation(observation, answer)}{answer}"
 
 
 @task_check("tool_arithmetic")
@@ -37,8 +48,7 @@ def check_tool_arithmetic_args(eval_size: int, digits: int = 3, ops: str = "*", 
         raise ValueError(f"data.task_args.tool_demo_fraction={tool_demo_fraction}: must be in [0, 1]")
     if question is not None:
         check_question(question)
-    if "{result}" not in observation:
-        raise ValueError(f"data.task_args.observation={observation!r} must hold {{result}} (the tool's output)")
+    check_observation(observation, "data.task_args.observation")
     check_rows_in_memory(size + eval_size, f"data.task_args.size={size} with data.eval_size={eval_size}")
     distinct = len(set(ops)) * (10**digits - 10 ** (digits - 1)) ** 2
     if eval_size >= distinct:

@@ -23,7 +23,7 @@ import asyncio
 import re
 from typing import Any
 
-from rlxf.data.tool_arithmetic import OBSERVATION
+from rlxf.data.tool_arithmetic import OBSERVATION, check_observation, tool_observation
 from rlxf.envs.answer_scorer import AnswerScorer
 from rlxf.envs.base import ENVS, StepResult
 from rlxf.envs.tools import TOOLS, ToolError
@@ -54,8 +54,7 @@ class ToolUseEnv:
         reward_kwargs: dict[str, Any] | None = None, call_reward: float = 0.0, max_calls: int = 3,
         observation: str = OBSERVATION,
     ) -> None:
-        if "{result}" not in observation:
-            raise ValueError(f"env.kwargs.observation {observation!r} must hold {{result}} (where the tool's output goes)")
+        check_observation(observation, "env.kwargs.observation")
         names = tools or ["calculator"]
         self.tools = {name: name for name in names} | dict(aliases or {})
         for target in self.tools.values():
@@ -76,7 +75,7 @@ class ToolUseEnv:
         if call is not None and self.calls < self.max_calls:
             self.calls += 1
             result, valid = await asyncio.to_thread(run_tool, *call, self.tools)
-            observation = self.observation.replace("{result}", result)  # not format(): a result may hold braces
+            observation = tool_observation(self.observation, result)
             return observation, self.call_reward * valid, False, {"tool": call[0], "tool_ok": valid}
         score, components = self.scorer.score(self.task, action)
         return None, score, True, {"components": {**components, "tool_calls": float(self.calls)}}
