@@ -16,6 +16,11 @@ reward_model``) is asked two things:
 
 ``--ensemble`` adds the mean of the models' scores, each z-scored (``grpo_reward_model.yaml``'s reward).
 
+``--recipe`` asks the same of a reward model on a chat task instead: the recipe's held-out sums (e.g.
+recipes/smollm2_grpo.yaml, "What is 47 plus 8?"), each prompt as a rollout decodes it for the reward (the
+chat template rendered, special tokens dropped), each answer written into ``--format`` (default
+``{a} + {b} = {answer}.``, the answer a trained policy gives), and ``--problems`` of them.
+
 Prints one JSON object per reward model (and the ensemble).
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -71,6 +77,20 @@ def blind_spots(rows: list[tuple[int, str, str]], scores: list[float], prompts: 
             "edits_above_truth": round(statistics.fmean(above.values()), 2), "worst": worst}
 
 
+def chat_task(recipe: str, problems: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """(a, b) and the prompt text the reward is given, for the first held-out problems of ``recipe``."""
+    from rlxf.checked_config import load_config
+    from rlxf.data.prompt_tokens import encode_prompts
+    from rlxf.loops.setup import build_run_context
+
+    config = load_config(recipe, [])
+    context = build_run_context(config)
+    rows = context.task.eval[:problems]
+    ids = encode_prompts(rows, context.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+    pairs = [tuple(int(n) for n in re.findall(r"\d+", row["prompt"])[:2]) for row in rows]
+    return pairs, context.tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", required=True, help="NAME=PATH of a saved reward model")
@@ -78,17 +98,24 @@ def main() -> None:
     parser.add_argument("--per-kind", type=int, default=2)
     parser.add_argument("--problems", type=int, default=200, help="the first N held-out problems")
     parser.add_argument("--ensemble", action="store_true", help="also the mean of the models' z-scores")
+    parser.add_argument("--recipe", help="a chat task's recipe (its held-out sums) instead of the tiny chain's task")
+    parser.add_argument("--format", default=None, help="the response around {answer} ({a}, {b} too) with --recipe")
+    parser.add_argument("--batch-size", type=int, default=256)
     ns = parser.parse_args()
-    held_out = arithmetic_task(ns.seed, 200, digits=3, b_digits=1, ops="+", sloppy_teacher=0.7).eval[:ns.problems]
-    problems = [addends(row["prompt"]) for row in held_out]
-    prompts = [row["prompt"] for row in held_out]
+    if ns.recipe:
+        problems, prompts = chat_task(ns.recipe, ns.problems)
+    else:
+        held_out = arithmetic_task(ns.seed, 200, digits=3, b_digits=1, ops="+", sloppy_teacher=0.7).eval[:ns.problems]
+        problems, prompts = [addends(row["prompt"]) for row in held_out], [row["prompt"] for row in held_out]
+    form = ns.format or ("{a} + {b} = {answer}." if ns.recipe else "{answer}")
     rows = candidates(problems, ns.per_kind)
     texts = [prompts[i] for i, _, _ in rows]
+    responses = [form.format(a=problems[i][0], b=problems[i][1], answer=answer) for i, answer, _ in rows]
     every = {}
     for spec in ns.model:
         name, _, path = spec.partition("=")
-        every[name] = SequenceClassifierReward(path, batch_size=256).score(texts, [a for _, a, _ in rows],
-                                                                           [{}] * len(rows)).scores
+        every[name] = SequenceClassifierReward(path, batch_size=ns.batch_size).score(texts, responses,
+                                                                                     [{}] * len(rows)).scores
         emit({"model": name, "seed": ns.seed, **blind_spots(rows, every[name], prompts)})
     if ns.ensemble:  # z-scored over all the texts by `mix`'s own `zscore`, as it does over a step's samples
         mean = [statistics.fmean(column) for column in zip(*(zscore(s) for s in every.values()))]

@@ -5,9 +5,8 @@ import torch.nn.functional as F
 
 from rlxf.algos import PreferenceLossConfig
 from rlxf.checked_config import load_config
-from rlxf.data.preferences import pair_batch, without_eos
 from rlxf.loops.dpo import PairScorer, pair_loss_share
-from rlxf.loops.reward_model import pair_scores
+from rlxf.loops.reward_model import pair_scores, reward_model_batch
 from rlxf.models.reward_model import reward_model_from_lm, sequence_rewards
 
 ROWS = [
@@ -66,9 +65,11 @@ def test_reward_model_reads_the_last_real_token(tiny_model):
 
 
 def test_pairs_for_the_reward_model_end_at_the_response(tokenizer):
-    batch = without_eos(pair_batch(ROWS, tokenizer, False, 32), tokenizer.eos_token_id, tokenizer.pad_token_id)
-    decoded = [tokenizer.decode(r[m.bool()]) for r, m in zip(batch.response_ids, batch.response_mask)]
-    assert decoded == ["15", "2", "1", "11"] and batch.loss_mask.tolist() == [[1, 1, 0], [1, 0, 0], [1, 0, 0], [1, 1, 0]]
+    """Chosen rows then rejected ones, each the prompt and the response and nothing after (no EOS)."""
+    batch = reward_model_batch(ROWS, tokenizer, False, 32)
+    kept = [ids[mask.bool()].tolist() for ids, mask in zip(batch["input_ids"], batch["attention_mask"])]
+    assert [tokenizer.decode(ids) for ids in kept] == ["12+3=15", "1+1=2", "12+3=1", "1+1=11"]
+    assert [len(ids) for ids in kept] == [7, 5, 6, 6] and tokenizer.eos_token_id not in sum(kept, [])
 
 
 def test_reward_model_pair_accuracy_and_reward_round_trip(tiny_model, tokenizer, tmp_path):
@@ -76,7 +77,7 @@ def test_reward_model_pair_accuracy_and_reward_round_trip(tiny_model, tokenizer,
     from rlxf.rewards.registry import build_reward
 
     model = reward_model_from_lm(tiny_model)
-    batch = without_eos(pair_batch(ROWS, tokenizer, False, 32), tokenizer.eos_token_id, tokenizer.pad_token_id)
+    batch = reward_model_batch(ROWS, tokenizer, False, 32)
     with torch.no_grad():
         chosen, rejected = pair_scores(model, batch)
     loss, accuracy = bradley_terry_loss(chosen, rejected)

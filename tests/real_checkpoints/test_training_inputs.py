@@ -136,11 +136,46 @@ def test_reward_that_does_not_import_is_one_config_error(tiny_model_dir):
 
 
 def test_reward_model_pairs_drop_the_end_of_turn_token(checkpoints):
-    """The reward model reads the response's last content token, not the <|im_end|> the targets end with."""
+    """The reward model reads the text the RL reward is given: the chat template rendered and decoded
+    without its special tokens, then the response; no <|im_end|> after it, none anywhere."""
     from rlxf.loops.reward_model import reward_model_batch
 
     tokenizer = load_tokenizer(checkpoints["qwen2"])
     batch = reward_model_batch([{"prompt": "Hello", "chosen": "Hi", "rejected": "Go"}], tokenizer, True, 64)
+    prompt = tokenizer.decode(encode_prompts([{"prompt": "Hello"}], tokenizer, True, 64)[0], skip_special_tokens=True)
+    assert prompt.endswith("user\nHello\nassistant\n") and "<|im_start|>" not in prompt
     for row, text in enumerate(("Hi", "Go")):
-        kept = batch.response_ids[row][batch.response_mask[row].bool()].tolist()
-        assert kept == tokenizer(text, add_special_tokens=False)["input_ids"]
+        kept = batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist()
+        assert kept == tokenizer(prompt + text, add_special_tokens=False)["input_ids"]
+        assert not set(kept) & set(tokenizer.all_special_ids)
+
+
+def test_a_chat_reward_model_scores_in_rl_what_it_was_trained_on(checkpoints, tmp_path):
+    """Train-serve parity on a chat checkpoint: the scores of ``loop: reward_model``'s pair batch equal what
+    ``reward.function: reward_model`` gives the same responses with the prompts a rollout decodes, prompts
+    of different lengths (so padding differs between the two batches)."""
+    from rlxf.loops.reward_model import pair_scores, reward_model_batch
+    from rlxf.models.reward_model import reward_model_from_lm
+    from rlxf.rewards.registry import build_reward
+    from rlxf.roles.rollout import RolloutRole
+
+    path = checkpoints["qwen2"]
+    tokenizer = load_tokenizer(path)
+    torch.manual_seed(0)
+    model = reward_model_from_lm(load_causal_lm(path)).eval()
+    model.config.pad_token_id = tokenizer.pad_token_id
+    rows = [{"prompt": "Hello there, how are you today?", "chosen": "Fine, thanks.", "rejected": "No"},
+            {"prompt": "Hi", "chosen": "Hello! How can I help?", "rejected": "Bye bye bye"}]
+    with torch.no_grad():
+        chosen, rejected = pair_scores(model, reward_model_batch(rows, tokenizer, True, 64))
+    model.save_pretrained(tmp_path / "rm")
+    tokenizer.save_pretrained(tmp_path / "rm")
+    rollout = RolloutRole(engine=None, tokenizer=tokenizer, chat_template=True, max_prompt_tokens=64)
+    prompt_ids = rollout.encode([{"prompt": r["prompt"]} for r in rows])
+    padded = torch.nn.utils.rnn.pad_sequence([torch.tensor(i).flip(0) for i in prompt_ids], batch_first=True,
+                                             padding_value=tokenizer.pad_token_id).flip(1)  # left padding, as rollouts
+    prompts = tokenizer.batch_decode(padded, skip_special_tokens=True)
+    reward = build_reward("reward_model", {"path": str(tmp_path / "rm")})
+    served = reward.score(prompts * 2, [r["chosen"] for r in rows] + [r["rejected"] for r in rows], [{}] * 4).scores
+    assert chosen.abs().max() > 0 and len(set(served)) == 4
+    assert torch.allclose(torch.tensor(served), torch.cat([chosen, rejected]), atol=1e-4)

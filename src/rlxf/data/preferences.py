@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import random
 
-import torch
-
 from rlxf.batch import TrajectoryBatch
 from rlxf.data.arithmetic import addends, arithmetic_task, check_arithmetic_args
 from rlxf.data.files import DatasetError, read_records, split_files, validate_row
@@ -72,16 +70,6 @@ def pair_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_toke
     pairs = [normalise_pair(r) for r in rows]
     as_targets = [{**p, "sft_target": c} for p, c, _ in pairs] + [{**p, "sft_target": r} for p, _, r in pairs]
     return sft_batch(as_targets, tokenizer, chat_template, max_prompt_tokens)
-
-
-def without_eos(batch: TrajectoryBatch, eos_id: int, pad_id: int) -> TrajectoryBatch:
-    """The batch with each response's end-of-sequence token turned into padding (masks 0): the text a
-    reward model is given is the prompt followed by the response, nothing after it."""
-    eos = (batch.response_ids == eos_id) & batch.response_mask.bool()
-    keep = (~eos).long()
-    batch.response_ids = torch.where(eos, torch.full_like(batch.response_ids, pad_id), batch.response_ids)
-    batch.response_mask, batch.loss_mask = batch.response_mask * keep, batch.loss_mask * keep
-    return batch
 
 
 @task_check("arithmetic_preferences")

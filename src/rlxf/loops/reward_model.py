@@ -1,8 +1,9 @@
 """``loop: reward_model`` — Bradley–Terry reward-model training on a preference dataset.
 
 The reward model is the LM at ``model.path`` (after the ``sft`` warm-up stage when ``sft.steps > 0``)
-with a scalar head (:mod:`rlxf.models.reward_model`). It scores the text the RL reward will give it:
-the prompt followed by the response (no end-of-sequence token). Loss: ``-log sigmoid(score chosen -
+with a scalar head (:mod:`rlxf.models.reward_model`). It is trained on the tokens the RL reward will
+score: the prompt as the rollout decodes it (a chat template rendered, its special tokens dropped)
+followed by the response, no end-of-sequence token, tokenized whole. Loss: ``-log sigmoid(score chosen -
 score rejected)``, mean over pairs (``algos.bradley_terry_loss``), in micro-batches of
 ``preference.micro_batch_size`` pairs. ``eval/accuracy`` is the held-out pair accuracy (chosen scored
 above rejected). The checkpoint's ``reward_model/`` folder is what ``reward.function: reward_model``
@@ -18,27 +19,36 @@ import torch
 
 from rlxf.algos import bradley_terry_loss
 from rlxf.config import Config
-from rlxf.data.preferences import pair_batch, without_eos
+from rlxf.data.preferences import normalise_pair
+from rlxf.data.prompt_tokens import encode_prompts
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, warm_start_policy
 from rlxf.loops.setup import RunContext
-from rlxf.models.reward_model import load_reward_model, reward_model_from_lm, sequence_rewards
-from rlxf.models.special_tokens import end_of_turn_id
+from rlxf.models.reward_model import (
+    encode_scored_texts,
+    load_reward_model,
+    reward_model_from_lm,
+    sequence_rewards,
+)
 
 
 def pair_scores(model: torch.nn.Module, batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """(chosen [B], rejected [B]) reward-model scores of a :func:`pair_batch` (2B rows)."""
+    """(chosen [B], rejected [B]) reward-model scores of a :func:`reward_model_batch` (2B rows)."""
     batch = batch.to(next(model.parameters()).device)
-    scores = sequence_rewards(model, batch.input_ids, batch.attention_mask)
-    half = len(batch) // 2
+    scores = sequence_rewards(model, batch["input_ids"], batch["attention_mask"])
+    half = len(scores) // 2
     return scores[:half], scores[half:]
 
 
 def reward_model_batch(rows: list[dict], tokenizer, chat_template: bool, max_prompt_tokens: int):
-    """Chosen-then-rejected pairs, each response without the end-of-turn token its target ends with
-    (the chat template's, e.g. <|im_end|>, else EOS): the score is read at the response's last token."""
-    batch = pair_batch(rows, tokenizer, chat_template, max_prompt_tokens)
-    return without_eos(batch, end_of_turn_id(tokenizer), tokenizer.pad_token_id)
+    """The B chosen texts then the B rejected ones, as ``reward.function: reward_model`` will read them:
+    the prompt encoded as the rollout encodes it and decoded as it decodes it for the reward (special
+    tokens dropped), then the response; the score is read at the response's last token."""
+    pairs = [normalise_pair(row) for row in rows]
+    prompt_ids = encode_prompts([p for p, _, _ in pairs], tokenizer, chat_template, max_prompt_tokens)
+    prompts = tokenizer.batch_decode(prompt_ids, skip_special_tokens=True)
+    texts = [p + c for p, (_, c, _) in zip(prompts, pairs)] + [p + r for p, (_, _, r) in zip(prompts, pairs)]
+    return encode_scored_texts(tokenizer, texts)
 
 
 def reward_model_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,

@@ -4,6 +4,13 @@ with one label), so a saved reward model loads with plain transformers and with
 
 The score of a sequence is the head's value at its last non-padding token (transformers' rule for
 sequence classification: the rightmost token that is not ``pad_token_id``).
+
+Training (``loop: reward_model``) and scoring (``reward.function: reward_model``) read the same tokens: the
+text the RL reward is given (the prompt as the rollout decodes it, special tokens dropped, then the
+response) tokenized whole by :func:`encode_scored_texts`, positions from the attention mask. A chat model's
+prompt is its rendered template without the special tokens (``system\n...\nuser\n...\nassistant\n``),
+because that is the string the reward receives; training on the template's special tokens and scoring
+without them would score text the model never saw.
 """
 
 from __future__ import annotations
@@ -29,7 +36,21 @@ def load_reward_model(path: str, device: str = "cpu") -> torch.nn.Module:
     return AutoModelForSequenceClassification.from_pretrained(path, num_labels=1).to(device)
 
 
-def sequence_rewards(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-    """[B] the reward of each (padded) sequence; positions follow the attention mask."""
+def encode_scored_texts(tokenizer, texts: list[str], max_length: int | None = None):
+    """The token batch a reward model scores: each text tokenized whole, no special tokens added (the
+    prompt text already holds what the policy was given), padded on the tokenizer's side, cut to
+    ``max_length`` tokens when given."""
+    return tokenizer(texts, return_tensors="pt", padding=True, truncation=max_length is not None,
+                     max_length=max_length, add_special_tokens=False)
+
+
+def sequence_logits(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B, labels] the head's logits of each (padded) sequence; positions follow the attention mask, so
+    left and right padding score alike."""
     out = model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids_from_mask(attention_mask))
-    return out.logits[:, 0].float()
+    return out.logits.float()
+
+
+def sequence_rewards(model: torch.nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """[B] the reward of each (padded) sequence: the first label's logit."""
+    return sequence_logits(model, input_ids, attention_mask)[:, 0]

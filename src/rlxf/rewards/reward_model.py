@@ -8,7 +8,9 @@ The checkpoint is anything ``transformers.AutoModelForSequenceClassification.fro
 (a Bradley–Terry model trained by ``loop: reward_model`` saved in that format, or a hub RM in the
 local cache); with one label the score is that logit, with several it is ``label``'s logit. The text
 scored is ``template`` filled with the prompt and the response (default: their concatenation, which
-is what the policy saw). Scores can be shifted and scaled (``offset``, ``scale``) to a usable range.
+is what the policy saw, as the rollout decodes it: a chat template's special tokens dropped). Tokens and
+positions are those ``loop: reward_model`` trained on (:mod:`rlxf.models.reward_model`). Scores can be
+shifted and scaled (``offset``, ``scale``) to a usable range.
 """
 
 from __future__ import annotations
@@ -42,14 +44,17 @@ class SequenceClassifierReward:
     def score(self, prompts: Sequence[str], responses: Sequence[str], metadata: Sequence[dict]) -> RewardOutput:
         import torch
 
+        from rlxf.models.reward_model import (  # torch and transformers: lazily
+            encode_scored_texts,
+            sequence_logits,
+        )
+
         texts = [self.template.format(prompt=p, response=r) for p, r in zip(prompts, responses)]
         scores: list[float] = []
         with torch.no_grad():
             for start in range(0, len(texts), self.batch_size):
-                enc = self.tokenizer(
-                    texts[start: start + self.batch_size], return_tensors="pt", padding=True, truncation=True,
-                    max_length=self.max_length, add_special_tokens=False,
-                ).to(self.device)
-                logits = self.model(**enc).logits.float()
+                enc = encode_scored_texts(self.tokenizer, texts[start: start + self.batch_size], self.max_length)
+                enc = enc.to(self.device)
+                logits = sequence_logits(self.model, enc["input_ids"], enc["attention_mask"])
                 scores += (logits[:, self.label] * self.scale + self.offset).tolist()
         return RewardOutput(scores=scores, components={"reward_model": list(scores)})

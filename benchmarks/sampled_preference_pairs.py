@@ -1,0 +1,108 @@
+"""Preference pairs from a policy's own samples, labelled by a recipe's reward (a verifier, a judge).
+
+    OMP_NUM_THREADS=1 python benchmarks/sampled_preference_pairs.py recipes/smollm2_grpo.yaml \
+        --prompts 400 --pairs-per-prompt 2 --out data/smollm2_sums_pairs.jsonl [key=value ...]
+
+The recipe gives the model, the task, the chat template, the sampling settings (``rollout``) and the reward;
+its rollout role samples ``rollout.n_samples`` responses to each of ``--prompts`` prompts drawn at random
+(seeded) from the train split (and of the held-out split into ``--eval-out``), exactly as the recipe's GRPO would at step 1,
+and its reward scores them. Every two samples of one prompt with different scores make a candidate pair
+(the higher score chosen); up to ``--pairs-per-prompt`` of them a prompt, each sample used once where it can
+be. A prompt whose samples all score alike gives none.
+
+The rows are ``{prompt, chosen, rejected, answer, scores}``: ``prompt`` is the prompt row's text (the chat
+template is applied again when the pairs are trained on with ``data.chat_template: true``), ``chosen`` /
+``rejected`` the responses as the reward read them. Prints one JSON object: samples, their mean reward,
+pairs written, prompts without a pair, seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import emit  # noqa: E402
+from rlxf.config import build_config_tree, read_config_tree  # noqa: E402
+from rlxf.loops.setup import build_run_context, load_policy, make_rollout_role, sampling_params  # noqa: E402
+
+
+def pairs_of(samples: list[tuple[str, float]], limit: int, rng: random.Random) -> list[tuple[str, str, float, float]]:
+    """Up to ``limit`` (chosen, rejected, chosen score, rejected score) pairs of distinct texts with
+    different scores, each text in one pair where there are enough of them."""
+    distinct = list(dict.fromkeys(samples))
+    rng.shuffle(distinct)
+    best_first = sorted(distinct, key=lambda s: -s[1])
+    pairs, used = [], set()
+    for high in best_first:
+        for low in reversed(best_first):
+            if len(pairs) == limit:
+                return pairs
+            if low[1] < high[1] and high[0] not in used and low[0] not in used:
+                pairs.append((high[0], low[0], high[1], low[1]))
+                used |= {high[0], low[0]}
+                break
+    return pairs
+
+
+def sample_split(rows: list[dict], context, rollout, params, chunk: int, limit: int, seed: int) -> tuple[list[dict], dict]:
+    generator, rng = torch.Generator().manual_seed(seed), random.Random(seed)
+    out, rewards, lonely = [], [], 0
+    for start in range(0, len(rows), chunk):
+        part = rows[start: start + chunk]
+        batch = rollout.generate(part, params, generator)
+        prompts, responses = rollout.decode_prompts(batch), rollout.decode_responses(batch)
+        scores = context.reward.score(prompts, responses, batch.metadata).scores
+        rewards += scores
+        for index, row in enumerate(part):
+            mine = [(responses[i], float(scores[i])) for i in range(len(responses)) if int(batch.group_ids[i]) == index]
+            found = pairs_of(mine, limit, rng)
+            lonely += not found
+            out += [{"prompt": row["prompt"], "chosen": c, "rejected": r, "answer": row.get("answer"),
+                     "scores": [sc, sr]} for c, r, sc, sr in found]
+    return out, {"samples": len(rewards), "mean_reward": round(sum(rewards) / max(len(rewards), 1), 4),
+                 "pairs": len(out), "prompts_without_a_pair": lonely}
+
+
+def write_rows(path: str, rows: list[dict]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("recipe")
+    parser.add_argument("overrides", nargs="*", help="key=value, as `rlxf train` takes them")
+    parser.add_argument("--prompts", type=int, default=400, help="N train prompts, drawn at random")
+    parser.add_argument("--eval-prompts", type=int, default=100, help="N held-out prompts, drawn at random")
+    parser.add_argument("--pairs-per-prompt", type=int, default=2)
+    parser.add_argument("--chunk", type=int, default=16, help="prompts sampled at once")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--eval-out", help="held-out pairs (default: OUT with .eval before .jsonl)")
+    ns = parser.parse_args()
+    config = build_config_tree(read_config_tree(ns.recipe, ns.overrides))
+    context = build_run_context(config)
+    policy = load_policy(config, context.model_path, context.device).eval().requires_grad_(False)
+    rollout, params = make_rollout_role(config, policy, context.tokenizer), sampling_params(config)
+    eval_out = ns.eval_out or ns.out.removesuffix(".jsonl") + ".eval.jsonl"
+    report = {"recipe": ns.recipe, "overrides": ns.overrides, "n_samples": params.n}
+    for name, rows, count, path, seed in (("train", context.task.train, ns.prompts, ns.out, config.seed),
+                                          ("eval", context.task.eval, ns.eval_prompts, eval_out, config.seed + 1)):
+        rows = random.Random(seed).sample(rows, min(count, len(rows)))  # a task's split may be in order
+        began = time.perf_counter()
+        with torch.no_grad():
+            pairs, stats = sample_split(rows, context, rollout, params, ns.chunk, ns.pairs_per_prompt, seed)
+        write_rows(path, pairs)
+        report[name] = {**stats, "path": path, "seconds": round(time.perf_counter() - began, 1)}
+        print(json.dumps({name: report[name]}), file=sys.stderr, flush=True)
+    emit(report)
+
+
+if __name__ == "__main__":
+    main()
