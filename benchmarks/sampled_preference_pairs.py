@@ -10,6 +10,13 @@ and its reward scores them. Every two samples of one prompt with different score
 (the higher score chosen); up to ``--pairs-per-prompt`` of them a prompt, each sample used once where it can
 be. A prompt whose samples all score alike gives none.
 
+``--edited-negatives K`` (sums tasks: a prompt holding ``a`` and ``b`` as its first two numbers) adds, for each
+chosen response that states the true sum, K pairs of that response against itself with that number (its last
+occurrence) replaced by a wrong sum (``rlxf.data.wrong_answers``: the no-carry sum, a flipped carry, a digit
+changed, a digit more or less, a random number; kept only where the reward scores it lower): the same words,
+only the arithmetic differs, so a reward model trained on them has to read the number. ``--from-pairs`` adds
+them to a pairs file already written instead of sampling again (its ``.eval`` file is left as it is).
+
 The rows are ``{prompt, chosen, rejected, answer, scores}``: ``prompt`` is the prompt row's text (the chat
 template is applied again when the pairs are trained on with ``data.chat_template: true``), ``chosen`` /
 ``rejected`` the responses as the reward read them. Prints one JSON object: samples, their mean reward,
@@ -21,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import time
 from pathlib import Path
@@ -30,6 +38,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from common import emit  # noqa: E402
 from rlxf.config import build_config_tree, read_config_tree  # noqa: E402
+from rlxf.data.wrong_answers import WRONG_ANSWERS, wrong_answer_picker  # noqa: E402
 from rlxf.loops.setup import build_run_context, load_policy, make_rollout_role, sampling_params  # noqa: E402
 
 
@@ -70,6 +79,25 @@ def sample_split(rows: list[dict], context, rollout, params, chunk: int, limit: 
                  "pairs": len(out), "prompts_without_a_pair": lonely}
 
 
+def edited_negatives(rows: list[dict], per_pair: int, reward, seed: int) -> list[dict]:
+    """``per_pair`` pairs for each distinct chosen response holding its true sum: the response against itself
+    with that number replaced by a wrong sum, where ``reward`` scores the edit below the original."""
+    pick = wrong_answer_picker({kind: 1.0 for kind in WRONG_ANSWERS.names()}, random.Random(seed))
+    out = []
+    for row in {(r["prompt"], r["chosen"]): r for r in rows}.values():
+        a, b = (int(n) for n in re.findall(r"\d+", row["prompt"])[:2])
+        found = [m for m in re.finditer(r"\d+", row["chosen"]) if m.group() == str(a + b)]
+        if not found:
+            continue
+        where = found[-1]
+        wrongs = dict.fromkeys(pick(a, b) for _ in range(per_pair))  # in draw order: the file is reproducible
+        for wrong in [w for w in wrongs if w != str(a + b)]:
+            edited = row["chosen"][: where.start()] + wrong + row["chosen"][where.end():]
+            out.append({**row, "rejected": edited, "edited": True})
+    scores = reward.score([r["prompt"] for r in out], [r["rejected"] for r in out], out).scores if out else []
+    return [{**r, "scores": [r["scores"][0], s]} for r, s in zip(out, scores) if s < r["scores"][0]]
+
+
 def write_rows(path: str, rows: list[dict]) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -85,9 +113,17 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=16, help="prompts sampled at once")
     parser.add_argument("--out", required=True)
     parser.add_argument("--eval-out", help="held-out pairs (default: OUT with .eval before .jsonl)")
+    parser.add_argument("--edited-negatives", type=int, default=0, help="K edited wrong sums per chosen response")
+    parser.add_argument("--from-pairs", help="add --edited-negatives to this pairs file (to OUT) instead of sampling")
     ns = parser.parse_args()
     config = build_config_tree(read_config_tree(ns.recipe, ns.overrides))
     context = build_run_context(config)
+    if ns.from_pairs:
+        rows = [json.loads(line) for line in Path(ns.from_pairs).read_text().splitlines()]
+        edited = edited_negatives(rows, ns.edited_negatives, context.reward, config.seed)
+        write_rows(ns.out, rows + edited)
+        emit({"from": ns.from_pairs, "pairs": len(rows), "edited_pairs": len(edited), "path": ns.out})
+        return
     policy = load_policy(config, context.model_path, context.device).eval().requires_grad_(False)
     rollout, params = make_rollout_role(config, policy, context.tokenizer), sampling_params(config)
     eval_out = ns.eval_out or ns.out.removesuffix(".jsonl") + ".eval.jsonl"
@@ -98,6 +134,9 @@ def main() -> None:
         began = time.perf_counter()
         with torch.no_grad():
             pairs, stats = sample_split(rows, context, rollout, params, ns.chunk, ns.pairs_per_prompt, seed)
+        if name == "train" and ns.edited_negatives:
+            pairs += (edited := edited_negatives(pairs, ns.edited_negatives, context.reward, seed))
+            stats["edited_pairs"] = len(edited)
         write_rows(path, pairs)
         report[name] = {**stats, "path": path, "seconds": round(time.perf_counter() - began, 1)}
         print(json.dumps({name: report[name]}), file=sys.stderr, flush=True)
