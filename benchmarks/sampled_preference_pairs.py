@@ -1,12 +1,12 @@
 """Preference pairs from a policy's own samples, labelled by a recipe's reward (a verifier, a judge).
 
-    OMP_NUM_THREADS=1 python benchmarks/sampled_preference_pairs.py recipes/smollm2_grpo.yaml \
-        --prompts 400 --pairs-per-prompt 2 --out data/smollm2_sums_pairs.jsonl [key=value ...]
+    OMP_NUM_THREADS=1 python benchmarks/sampled_preference_pairs.py recipes/smollm2_grpo.yaml threads=1 \
+        --prompts 800 --pairs-per-prompt 2 --out recipes/data/smollm2_sums_pairs.jsonl [key=value ...]
 
 The recipe gives the model, the task, the chat template, the sampling settings (``rollout``) and the reward;
 its rollout role samples ``rollout.n_samples`` responses to each of ``--prompts`` prompts drawn at random
-(seeded) from the train split (and of the held-out split into ``--eval-out``), exactly as the recipe's GRPO would at step 1,
-and its reward scores them. Every two samples of one prompt with different scores make a candidate pair
+(seeded) from the train split (and ``--eval-prompts`` of the held-out split, into ``--eval-out``), as the
+recipe's GRPO would at step 1, and its reward scores them. Every two samples of one prompt with different scores make a candidate pair
 (the higher score chosen); up to ``--pairs-per-prompt`` of them a prompt, each sample used once where it can
 be. A prompt whose samples all score alike gives none.
 
