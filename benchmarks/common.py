@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -35,3 +36,9 @@ def median(values: list[float]) -> float:
 
 def emit(result: dict) -> None:
     print(json.dumps(result, indent=1))
+
+
+def operands(text: str) -> tuple[int, int]:
+    """The first two numbers of a sums prompt ("What is 47 plus 8?", "47+8=")."""
+    a, b = (int(n) for n in re.findall(r"\d+", text)[:2])
+    return a, b

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import re
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import emit  # noqa: E402
+from common import emit, operands  # noqa: E402
 from rlxf.data.arithmetic import addends, arithmetic_task  # noqa: E402
 from rlxf.data.wrong_answers import WRONG_ANSWERS  # noqa: E402
 from rlxf.rewards.mix import zscore  # noqa: E402
@@ -80,15 +79,14 @@ def blind_spots(rows: list[tuple[int, str, str]], scores: list[float], prompts: 
 def chat_task(recipe: str, problems: int) -> tuple[list[tuple[int, int]], list[str]]:
     """(a, b) and the prompt text the reward is given, for the first held-out problems of ``recipe``."""
     from rlxf.checked_config import load_config
-    from rlxf.data.prompt_tokens import encode_prompts
+    from rlxf.data.prompt_tokens import reward_prompt_texts
     from rlxf.loops.setup import build_run_context
 
     config = load_config(recipe, [])
     context = build_run_context(config)
     rows = context.task.eval[:problems]
-    ids = encode_prompts(rows, context.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
-    pairs = [tuple(int(n) for n in re.findall(r"\d+", row["prompt"])[:2]) for row in rows]
-    return pairs, context.tokenizer.batch_decode(ids, skip_special_tokens=True)
+    texts = reward_prompt_texts(rows, context.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
+    return [operands(row["prompt"]) for row in rows], texts
 
 
 def main() -> None:

@@ -36,8 +36,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import emit  # noqa: E402
-from rlxf.config import build_config_tree, read_config_tree  # noqa: E402
+from common import emit, operands  # noqa: E402
+from rlxf.checked_config import load_config  # noqa: E402
 from rlxf.data.wrong_answers import WRONG_ANSWERS, wrong_answer_picker  # noqa: E402
 from rlxf.loops.setup import build_run_context, load_policy, make_rollout_role, sampling_params  # noqa: E402
 
@@ -85,7 +85,7 @@ def edited_negatives(rows: list[dict], per_pair: int, reward, seed: int) -> list
     pick = wrong_answer_picker({kind: 1.0 for kind in WRONG_ANSWERS.names()}, random.Random(seed))
     out = []
     for row in {(r["prompt"], r["chosen"]): r for r in rows}.values():
-        a, b = (int(n) for n in re.findall(r"\d+", row["prompt"])[:2])
+        a, b = operands(row["prompt"])
         found = [m for m in re.finditer(r"\d+", row["chosen"]) if m.group() == str(a + b)]
         if not found:
             continue
@@ -116,7 +116,7 @@ def main() -> None:
     parser.add_argument("--edited-negatives", type=int, default=0, help="K edited wrong sums per chosen response")
     parser.add_argument("--from-pairs", help="add --edited-negatives to this pairs file (to OUT) instead of sampling")
     ns = parser.parse_args()
-    config = build_config_tree(read_config_tree(ns.recipe, ns.overrides))
+    config = load_config(ns.recipe, ns.overrides)
     context = build_run_context(config)
     if ns.from_pairs:
         rows = [json.loads(line) for line in Path(ns.from_pairs).read_text().splitlines()]

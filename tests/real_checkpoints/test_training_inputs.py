@@ -154,6 +154,7 @@ def test_a_chat_reward_model_scores_in_rl_what_it_was_trained_on(checkpoints, tm
     """Train-serve parity on a chat checkpoint: the scores of ``loop: reward_model``'s pair batch equal what
     ``reward.function: reward_model`` gives the same responses with the prompts a rollout decodes, prompts
     of different lengths (so padding differs between the two batches)."""
+    from rlxf.batch import left_pad
     from rlxf.loops.reward_model import pair_scores, reward_model_batch
     from rlxf.models.reward_model import reward_model_from_lm
     from rlxf.rewards.registry import build_reward
@@ -171,9 +172,8 @@ def test_a_chat_reward_model_scores_in_rl_what_it_was_trained_on(checkpoints, tm
     model.save_pretrained(tmp_path / "rm")
     tokenizer.save_pretrained(tmp_path / "rm")
     rollout = RolloutRole(engine=None, tokenizer=tokenizer, chat_template=True, max_prompt_tokens=64)
-    prompt_ids = rollout.encode([{"prompt": r["prompt"]} for r in rows])
-    padded = torch.nn.utils.rnn.pad_sequence([torch.tensor(i).flip(0) for i in prompt_ids], batch_first=True,
-                                             padding_value=tokenizer.pad_token_id).flip(1)  # left padding, as rollouts
+    padded, _ = left_pad(rollout.encode([{"prompt": r["prompt"]} for r in rows]), tokenizer.pad_token_id,
+                         torch.device("cpu"))  # a rollout batch's prompts, as decode_prompts reads them
     prompts = tokenizer.batch_decode(padded, skip_special_tokens=True)
     reward = build_reward("reward_model", {"path": str(tmp_path / "rm")})
     served = reward.score(prompts * 2, [r["chosen"] for r in rows] + [r["rejected"] for r in rows], [{}] * 4).scores

@@ -43,3 +43,11 @@ def encode_prompts(
                 f"prompt of {len(ids)} tokens exceeds data.max_prompt_tokens={max_tokens}: {text[:80]!r}"
             )
     return encoded
+
+
+def reward_prompt_texts(
+    rows: list[dict], tokenizer: PreTrainedTokenizerBase, chat_template: bool, max_tokens: int
+) -> list[str]:
+    """The prompt text a reward is given for each row: encoded as a rollout encodes it, decoded as
+    ``RolloutRole.decode_prompts`` decodes it (special tokens dropped, a chat template's included)."""
+    return tokenizer.batch_decode(encode_prompts(rows, tokenizer, chat_template, max_tokens), skip_special_tokens=True)

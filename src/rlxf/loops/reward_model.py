@@ -20,7 +20,7 @@ import torch
 from rlxf.algos import bradley_terry_loss
 from rlxf.config import Config
 from rlxf.data.preferences import normalise_pair
-from rlxf.data.prompt_tokens import encode_prompts
+from rlxf.data.prompt_tokens import reward_prompt_texts
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, warm_start_policy
 from rlxf.loops.setup import RunContext
@@ -45,8 +45,7 @@ def reward_model_batch(rows: list[dict], tokenizer, chat_template: bool, max_pro
     the prompt encoded as the rollout encodes it and decoded as it decodes it for the reward (special
     tokens dropped), then the response; the score is read at the response's last token."""
     pairs = [normalise_pair(row) for row in rows]
-    prompt_ids = encode_prompts([p for p, _, _ in pairs], tokenizer, chat_template, max_prompt_tokens)
-    prompts = tokenizer.batch_decode(prompt_ids, skip_special_tokens=True)
+    prompts = reward_prompt_texts([p for p, _, _ in pairs], tokenizer, chat_template, max_prompt_tokens)
     texts = [p + c for p, (_, c, _) in zip(prompts, pairs)] + [p + r for p, (_, _, r) in zip(prompts, pairs)]
     return encode_scored_texts(tokenizer, texts)
 
