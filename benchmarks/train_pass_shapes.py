@@ -2,7 +2,7 @@
 which rows share a micro-batch, bf16 autocast, the chunked LM head, freed memory kept mapped or not.
 
     .venv/bin/python benchmarks/train_pass_shapes.py [--groups 4] [--samples 8] [--micro 8] [--prompt 35] \\
-        [--response 32] [--reps 2] [--threads 1]
+        [--response 32] [--reps 2] [--threads 1] [--freed-memory both|kept]
 
 One update's forward + backward over ``--groups`` x ``--samples`` trajectories (a GRPO step of
 recipes/smollm2_grpo.yaml: 4 prompts x 8 samples, micro-batches of 8) with the policy-loss call the actor
@@ -12,17 +12,21 @@ of SmolLM2-135M's config (no download). Responses have random lengths up to ``--
 * ``plain``: every row's prompt through the model (the shared-prompt forward off), the exact reference;
 * ``length_sorted``: the shared-prompt forward on micro-batches of rows sorted by response length (the
   update's order before micro-batches held whole groups): each micro-batch mixes several groups;
-* ``whole_groups``: micro-batches of whole groups (``train/micro_batches.group_order``, the default now);
-* each of the last two again with ``bf16`` autocast (``train.optim.autocast``) and the chunked head
-  (``train.logits_chunk_tokens=256``).
+* ``whole_groups``: micro-batches of whole groups (``train/micro_batches.group_order``, the default);
+* ``whole_groups_packed``: the same micro-batches packed (train/packed_responses.py: each group one sequence,
+  its prompt once and its responses back to back, no padding; the default now where it computes less);
+* ``whole_groups`` and ``whole_groups_packed`` with ``bf16`` autocast (``train.optim.autocast``), the packed one
+  also with the chunked head (``train.logits_chunk_tokens=256``).
+The shapes before packing run with packing off (``log_probs.PACKED_MODEL_TYPES`` emptied).
 
 The shapes alternate in one process (``--reps`` after a warm-up); CPU seconds (this process's, so a
 competing load costs less than in wall time) and wall seconds are medians. The whole set runs twice, in
 two fresh processes: with rlxf's default of keeping freed memory mapped (rlxf/freed_memory.py) and with
 ``RLXF_KEEP_FREED_MEMORY=0``. FLOP/s: 6 x params x tokens over CPU seconds, against the same process's fp32 and bf16 matmul rate,
-counted on all trajectories' tokens (prompt + response of every row) and on what the pass computes: each
-micro-batch's distinct prompts (every row's without sharing) and padded responses through the decoder, the
-padded response positions (the loss tokens when chunked) through the tied LM head.
+counted on all trajectories' tokens (prompt + response of every row) and on what the pass computes: the
+positions each decoder forward ran over (counted by a hook in the warm-up pass: distinct prompts, padded or
+packed responses) and the positions the tied LM head ran over (the loss tokens when chunked).
+``--freed-memory kept`` runs the first process only.
 """
 
 from __future__ import annotations
@@ -44,9 +48,10 @@ SHAPES = {
     "plain": dict(order="groups", share=False),
     "length_sorted": dict(order="length", share=True),
     "whole_groups": dict(order="groups", share=True),
-    "length_sorted_bf16": dict(order="length", share=True, bf16=True),
+    "whole_groups_packed": dict(order="groups", share=True, pack=True),
     "whole_groups_bf16": dict(order="groups", share=True, bf16=True),
-    "whole_groups_bf16_chunked": dict(order="groups", share=True, bf16=True, chunk=256),
+    "whole_groups_packed_bf16": dict(order="groups", share=True, pack=True, bf16=True),
+    "whole_groups_packed_bf16_chunked": dict(order="groups", share=True, pack=True, bf16=True, chunk=256),
 }
 
 
@@ -97,10 +102,21 @@ def child(args) -> dict:
     batch = group_batch(args.groups, args.samples, args.prompt, args.response)
     orders = {"groups": group_order(batch), "length": torch.argsort(batch.response_lengths, stable=True)}
     micros = {name: micro_batches(batch.select(order), args.micro) for name, order in orders.items()}
-    share_types = log_probs.SHARED_PREFIX_MODEL_TYPES
+    share_types, pack_types = log_probs.SHARED_PREFIX_MODEL_TYPES, log_probs.PACKED_MODEL_TYPES
+    counted = {"body": 0, "head": 0}  # positions through the decoder and through the head module
 
-    def update(order: str, share: bool, bf16: bool = False, chunk: int = 0) -> None:
+    def count_body(_module, _args, kwargs):
+        counted["body"] += kwargs["input_ids"].numel()
+
+    def count_head(_module, args):
+        counted["head"] += args[0].shape[:-1].numel()
+
+    model.model.register_forward_pre_hook(count_body, with_kwargs=True)
+    model.lm_head.register_forward_pre_hook(count_head)
+
+    def update(order: str, share: bool, pack: bool = False, bf16: bool = False, chunk: int = 0) -> None:
         log_probs.SHARED_PREFIX_MODEL_TYPES = share_types if share else frozenset()
+        log_probs.PACKED_MODEL_TYPES = pack_types if pack else frozenset()
         model.zero_grad(set_to_none=True)
         for micro in micros[order]:
             with autocast(model, "bfloat16" if bf16 else None):
@@ -112,10 +128,15 @@ def child(args) -> dict:
 
     cpu = {name: [] for name in SHAPES}
     wall = {name: [] for name in SHAPES}
+    computed = {}
     for rep in range(1 + args.reps):
         for name, shape in SHAPES.items():
+            counted.update(body=0, head=0)
             start_cpu, start_wall = time.process_time(), time.perf_counter()
             update(**shape)
+            if not rep:  # the chunked head runs on the loss tokens, outside the head module
+                head = int(batch.loss_mask.sum()) if shape.get("chunk") else counted["head"]
+                computed[name] = (counted["body"], head)
             if rep:
                 cpu[name].append(time.process_time() - start_cpu)
                 wall[name].append(time.perf_counter() - start_wall)
@@ -125,22 +146,12 @@ def child(args) -> dict:
     head = SMOLLM2_135M["vocab_size"] * SMOLLM2_135M["hidden_size"]
     all_tokens = rows * args.prompt + int(batch.response_mask.sum())
 
-    def computed(order: str, share: bool, chunk: int = 0, **_) -> tuple[int, int]:
-        """(tokens through the decoder, positions through the LM head) as the pass computes them:
-        each micro-batch's distinct prompts (all rows' without sharing) and its padded responses."""
-        body = head_positions = 0
-        for micro in micros[order]:
-            prompts = len(log_probs.distinct_prompts(micro.prompt_ids, micro.prompt_mask, micro.prompt_ids.shape[1])[0])
-            body += (prompts if share else len(micro)) * micro.prompt_ids.shape[1] + micro.response_ids.numel()
-            head_positions += int(micro.loss_mask.sum()) if chunk else micro.response_ids.numel()
-        return body, head_positions
-
     fp32, bf16 = matmul_rate(torch.float32), matmul_rate(torch.bfloat16)
     out = {"keeps_freed_memory": rlxf.KEEPS_FREED_MEMORY, "peak_rss_mb": round(peak_mb), "matmul_gflops":
            {"fp32": round(fp32 / 1e9, 1), "bf16": round(bf16 / 1e9, 1)}, "all_tokens": all_tokens, "shapes": {}}
     for name, shape in SHAPES.items():
         seconds = statistics.median(cpu[name])
-        body, head_positions = computed(**shape)
+        body, head_positions = computed[name]
         # the tied head runs on response positions only; the rest of the model on every computed token
         flop = 6 * (params - head) * body + 6 * head * head_positions
         rate = bf16 if shape.get("bf16") else fp32
@@ -162,6 +173,8 @@ def main() -> None:
     parser.add_argument("--response", type=int, default=32)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--freed-memory", choices=("both", "kept"), default="both",
+                        help="kept: only the process that keeps freed memory mapped (rlxf's default)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -169,19 +182,19 @@ def main() -> None:
         return
     forwarded = [a for a in sys.argv[1:]]
     results = {}
-    for keep in ("1", "0"):
+    for keep in ("1", "0") if args.freed_memory == "both" else ("1",):
         env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "RLXF_KEEP_FREED_MEMORY": keep}
         out = subprocess.run([sys.executable, __file__, "--child", *forwarded], env=env, check=True,
                              capture_output=True, text=True).stdout
         results["keep_freed_memory" if keep == "1" else "release_freed_memory"] = json.loads(out.strip().splitlines()[-1])
-    kept, released = results["keep_freed_memory"]["shapes"], results["release_freed_memory"]["shapes"]
-    reference = released["length_sorted"]["cpu_seconds"]  # the update's shape before this change
+    kept = results["keep_freed_memory"]["shapes"]
+    reference = kept["whole_groups"]["cpu_seconds"]  # the update's shape before packing
     emit({
         "benchmark": "train_pass_shapes", "model": "SmolLM2-135M architecture (random weights)",
         "batch": {"groups": args.groups, "samples": args.samples, "micro_batch": args.micro, "prompt": args.prompt,
                   "max_response": args.response},
         "threads": args.threads, "reps": args.reps, **results,
-        "speedup_vs_length_sorted_fp32_released": {name: round(reference / s["cpu_seconds"], 2) for name, s in kept.items()},
+        "speedup_vs_whole_groups_fp32": {name: round(reference / s["cpu_seconds"], 2) for name, s in kept.items()},
         "speedup_vs_plain": {name: round(kept["plain"]["cpu_seconds"] / s["cpu_seconds"], 2) for name, s in kept.items()},
     })
 

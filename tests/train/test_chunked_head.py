@@ -153,8 +153,10 @@ def _fp64_plain(model, batch, temperature):
 @pytest.mark.parametrize("tied", [True, False])
 def test_a_random_llama_at_fp64_matches_to_rounding(tied, monkeypatch):
     # the full forward on both sides (the shared-prompt path differs from it by ~1e-7 even at fp64:
-    # transformers computes rotary angles in fp32); the tiny-model test covers the shared path
+    # transformers computes rotary angles in fp32), and so does the packed one; the tiny-model test covers the
+    # shared path, test_packed_responses.py the packed one
     monkeypatch.setattr(lp, "SHARED_PREFIX_MODEL_TYPES", frozenset())
+    monkeypatch.setattr(lp, "PACKED_MODEL_TYPES", frozenset())
     model = _random_llama(tied)
     if not tied:  # a head with a bias too
         head = torch.nn.Linear(32, 1000, bias=True, dtype=torch.float64)

@@ -45,6 +45,7 @@ def _logits_and_grads(model, ids, mask, width, real):
 
 
 def test_shared_prompt_forward_matches_the_full_forward(tiny_model, tokenizer, monkeypatch):
+    monkeypatch.setattr(log_probs, "PACKED_MODEL_TYPES", frozenset())  # the packed forward: test_packed_responses.py
     model = copy.deepcopy(tiny_model).train()
     ids, mask, width, real = _shuffled_group_batch(model, tokenizer)
     assert log_probs._shared_prompt_states(model, None, ids, mask, width) is not None  # the shared path runs
@@ -66,6 +67,7 @@ def _values_and_grads(critic, ids, mask, width, real):
 
 def test_the_critic_computes_each_shared_prompt_once_with_the_same_values_and_gradients(tiny_model, tokenizer,
                                                                                         monkeypatch):
+    monkeypatch.setattr(log_probs, "PACKED_MODEL_TYPES", frozenset())  # the packed forward: test_packed_responses.py
     critic = ValueModel(copy.deepcopy(tiny_model).requires_grad_(True)).train()
     torch.nn.init.normal_(critic.value_head.weight, std=0.5)  # a zero head would hide the trunk's part
     ids, mask, width, real = _shuffled_group_batch(tiny_model, tokenizer)

@@ -21,12 +21,16 @@ import torch
 
 from rlxf.batch import position_ids_from_mask
 from rlxf.config_error import ConfigError
+from rlxf.models.attention_window import mixes_windows, sliding_window
 from rlxf.train.chunked_head import chunked_head_log_probs, lm_head_parameters
 from rlxf.train.data_parallel import all_ranks_agree
+from rlxf.train.packed_responses import forward_flops, mask_kind, pack
 
 # Architectures whose transformers forward takes a gathered DynamicCache with gradients (the shared
 # prompt path); any other model runs the plain full forward.
 SHARED_PREFIX_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
+# Architectures whose transformers forward honours a custom 4D mask with position ids (the packed path)
+PACKED_MODEL_TYPES = SHARED_PREFIX_MODEL_TYPES
 
 
 def response_logits(
@@ -75,6 +79,9 @@ def _response_states(
     model: torch.nn.Module, decoder: torch.nn.Module | None, input_ids: torch.Tensor,
     attention_mask: torch.Tensor, response_width: int,
 ) -> torch.Tensor:
+    packed = _packed_states(model, decoder, input_ids, attention_mask, response_width)
+    if packed is not None:
+        return packed
     shared = _shared_prompt_states(model, decoder, input_ids, attention_mask, response_width)
     if shared is not None:
         return shared
@@ -114,22 +121,62 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
+def _shares_prompts(model: torch.nn.Module, batch: int, distinct: int) -> bool:
+    """Whether the shared-prompt forward runs: a Llama-family model not recomputing activations
+    (transformers then drops the cache) and at most half as many distinct prompts as rows."""
+    return (
+        getattr(getattr(model, "config", None), "model_type", None) in SHARED_PREFIX_MODEL_TYPES
+        and not _checkpointing(model)
+        and 2 * distinct <= batch
+    )
+
+
+def _packed_states(
+    model: torch.nn.Module, decoder: torch.nn.Module | None, input_ids: torch.Tensor,
+    attention_mask: torch.Tensor, response_width: int,
+) -> torch.Tensor | None:
+    """``_response_states`` from one forward over the packed micro-batch (train/packed_responses.py): each
+    distinct prompt once and no padding between responses; None where packing computes no fewer tokens
+    than the path that would run otherwise, or the model cannot take the packed mask."""
+    batch, width = input_ids.shape
+    prompt_width = width - response_width
+    config, kind = getattr(model, "config", None), mask_kind(model)
+    layout = None
+    if (
+        kind is not None and prompt_width >= 1 and response_width >= 1
+        and getattr(config, "model_type", None) in PACKED_MODEL_TYPES and not mixes_windows(config)
+    ):
+        rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width)
+        layout = pack(input_ids, attention_mask, response_width, inverse)
+        if _shares_prompts(model, batch, len(rows)):  # the prompts once, then every row's padded responses
+            distinct, fed = len(rows), response_width - 1
+            otherwise = forward_flops(config, distinct * prompt_width + batch * fed,
+                                      distinct * prompt_width**2 + batch * fed * (prompt_width + fed))
+        else:
+            otherwise = forward_flops(config, batch * width, batch * width**2)
+        layout = layout if layout is not None and layout.flops(config) < otherwise else None
+    # data-parallel ranks run the same passes (FSDP gathers the weights once per forward)
+    if not all_ranks_agree(layout is not None):
+        return None
+    dtype = next(model.parameters()).dtype
+    states, _ = _run(model, decoder, layout.keep, input_ids=layout.input_ids,
+                     attention_mask=layout.attention_mask(kind, dtype, sliding_window(config)),
+                     position_ids=layout.position_ids,
+                     use_cache=False)
+    return layout.unpack(states, batch, response_width)
+
+
 def _shared_prompt_states(
     model: torch.nn.Module, decoder: torch.nn.Module | None, input_ids: torch.Tensor,
     attention_mask: torch.Tensor, response_width: int,
 ) -> torch.Tensor | None:
     """``_response_states`` with each distinct prompt computed once; None when that cannot pay."""
     batch, prompt_width = input_ids.shape[0], input_ids.shape[1] - response_width
-    if (
-        getattr(getattr(model, "config", None), "model_type", None) not in SHARED_PREFIX_MODEL_TYPES
-        or _checkpointing(model)  # transformers then drops the cache
-    ):
-        return None
     shareable = batch >= 2 and prompt_width >= 2 and response_width >= 1
     rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width) if shareable else (None, None)
     # Mostly distinct prompts: the plain forward is as cheap. Data-parallel ranks decide together:
     # FSDP gathers the weights once per forward, so every rank must run the same passes.
-    if not all_ranks_agree(shareable and 2 * len(rows) <= batch):
+    if not all_ranks_agree(shareable and _shares_prompts(model, batch, len(rows))):
         return None
     position_ids = position_ids_from_mask(attention_mask)
     first, prompt = _run(

@@ -37,6 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from rlxf.models.attention_window import sliding_window
 from rlxf.models.rope_frequencies import STATIC_ROPE_TYPES as _STATIC_ROPE_TYPES
 from rlxf.models.rope_frequencies import rope_inv_freq as _rope_inv_freq
 from rlxf.models.rope_frequencies import rope_params as _rope_params
@@ -46,7 +47,7 @@ from rlxf.rollout.decoders.kv_cohort import KVCohort, cohort_logits, split_rows
 from rlxf.rollout.decoders.llama_past import prefill_with_past, row_cache
 from rlxf.rollout.decoders.shared_weights import alias_weights, project
 
-__all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES"]
+__all__ = ["LlamaDecoder", "SUPPORTED_MODEL_TYPES", "sliding_window"]
 
 SUPPORTED_MODEL_TYPES = frozenset({"llama", "qwen2", "mistral"})
 _TORCH_GQA = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 5)
@@ -64,19 +65,6 @@ def check_supported(config) -> None:
         raise NotImplementedError("LlamaDecoder: dynamic rope scaling not supported")
     if getattr(config, "pretraining_tp", 1) not in (1, None):
         raise NotImplementedError("LlamaDecoder: pretraining_tp > 1 not supported")
-
-
-def sliding_window(config) -> int | None:
-    """The attention window the config applies, or None (full attention)."""
-    window = getattr(config, "sliding_window", None)
-    if window is None:
-        return None
-    layer_types = getattr(config, "layer_types", None)
-    if layer_types is not None and all(t == "full_attention" for t in layer_types):
-        return None
-    if config.model_type == "qwen2" and not getattr(config, "use_sliding_window", False):
-        return None
-    return int(window)
 
 
 class LlamaDecoder:
