@@ -257,6 +257,10 @@ class SFTConfig(Section):
     steps: int = Field(0, ge=0, description="SFT steps; 0 = no SFT stage")
     batch_size: int = Field(64, ge=1, description="examples per optimizer step")
     optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3), description="the SFT optimizer")
+    targets: Literal["task", "teacher"] = Field(
+        "task", description="what the warm-up imitates: task = the task's own target answers; teacher = "
+        "model.teacher_path's greedy answers to the same prompts, generated once before the stage (sequence-level "
+        "distillation, the usual start of a student before on-policy distillation; loop rl, one-turn tasks)")
 
 
 class PreferenceConfig(Section):
@@ -384,6 +388,14 @@ class Config(Section):
             raise ValueError(f"algorithm.advantage_estimator={self.algorithm.advantage_estimator} scores the "
                              "policy's tokens with a teacher: set model.teacher_path (a model that shares the "
                              "policy's tokenizer)")
+        if self.sft.targets == "teacher":
+            if self.loop not in ("rl", "rl_async") or self.env.name:
+                raise ValueError("sft.targets=teacher: the teacher's answers are the warm-up of loop rl / rl_async "
+                                 f"on a one-turn task (here loop {self.loop}"
+                                 + (f", env.name {self.env.name}" if self.env.name else "") + ")")
+            if not self.model.teacher_path:
+                raise ValueError("sft.targets=teacher imitates the teacher's answers: set model.teacher_path (a model "
+                                 "that shares the policy's tokenizer)")
         return self
 
     @model_validator(mode="after")

@@ -83,3 +83,43 @@ def test_a_teacher_in_a_process_of_its_own_gives_the_same_run(tmp_path, tiny_mod
         curves[name] = [row["distill/reverse_kl"] for row in rows if "distill/reverse_kl" in row]
     assert len(curves["process"]) == 3 and curves["process"][0] > 3.0
     assert curves["process"] == curves["embedded"]
+
+
+def test_the_warm_up_can_imitate_the_teachers_greedy_answers(tmp_path, tiny_model_dir, sft_model_dir, monkeypatch):
+    """``sft.targets=teacher``: the SFT stage trains on the teacher's greedy answers to its prompts, each the
+    continuation plain transformers generates greedily, cut at the stop token."""
+    from rlxf.loops import rl_session
+
+    seen = {}
+
+    def capture(policy, tokenizer, rows, cfg, *args, **kwargs):
+        seen["rows"], seen["tokenizer"] = rows, tokenizer
+        return [0.0]
+
+    monkeypatch.setattr(rl_session, "run_sft", capture)
+    code = main(["train", *small_overrides(tmp_path / "run", tiny_model_dir, steps=1), "sft.steps=3", "sft.batch_size=4",
+                 "sft.targets=teacher", f"model.teacher_path={sft_model_dir}", "rollout.max_new_tokens=10"])
+    assert code == 0
+    rows, tokenizer = seen["rows"], seen["tokenizer"]
+    assert len(rows) == 3 * 4  # the prompts the stage consumes, once each
+    teacher = load_causal_lm(sft_model_dir)
+    for row in rows:
+        ids = tokenizer(row["prompt"], return_tensors="pt")["input_ids"]
+        with torch.no_grad():
+            out = teacher.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10, do_sample=False,
+                                   eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+        answer = out[0, ids.shape[1]:].tolist()
+        if tokenizer.eos_token_id in answer:
+            answer = answer[:answer.index(tokenizer.eos_token_id)]
+        assert row["sft_target"] == tokenizer.decode(answer, skip_special_tokens=True)
+    assert any(row["sft_target"] for row in rows)
+
+
+@pytest.mark.parametrize("extra,says", [
+    ([], "sft.targets=teacher imitates the teacher's answers: set model.teacher_path"),
+    (["loop=sft", "model.teacher_path=x"], "warm-up of loop rl / rl_async on a one-turn task (here loop sft)"),
+])
+def test_teacher_targets_without_a_teacher_or_outside_rl_are_one_line(tmp_path, tiny_model_dir, capsys, extra, says):
+    code = main(["train", *small_overrides(tmp_path / "run", tiny_model_dir), "sft.targets=teacher", *extra])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code == 2 and len(err) == 1 and says in err[0], err

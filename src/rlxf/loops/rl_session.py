@@ -205,9 +205,14 @@ def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContex
                      stop: StopSignals | None = None) -> None:
     """The ``sft`` stage of a fresh run, then its weights into the rollout engine (a stop signal ends it
     after its current step, before the run has a checkpoint: loops/stop_signals.py)."""
+    rows = context.task.train
+    if config.sft.targets == "teacher":
+        from rlxf.loops.teacher_targets import teacher_sft_rows
+
+        rows = teacher_sft_rows(config, context, write)
     write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
     check = None if stop is None else lambda step, _: stop.check_warm_up("SFT warm-up", step + 1, config.sft.steps)
-    losses = run_sft(policy, context.tokenizer, context.task.train, config.sft, config.seed,
+    losses = run_sft(policy, context.tokenizer, rows, config.sft, config.seed,
                      config.data.chat_template, config.data.max_prompt_tokens, on_step=check)
     write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     rollout.update_weights(policy.state_dict(), version=0)

@@ -15,6 +15,12 @@ def place_teacher(config: Config, runtime: Runtime, context: RunContext) -> Teac
     """The teacher role when the advantage estimator reads one (``algorithm.uses_teacher``), else None."""
     if not config.algorithm.uses_teacher:
         return None
+    return runtime.place("teacher", TeacherRole, load_teacher(config, context), config.train.micro_batch_size,
+                         config.rollout.temperature, config.train.logits_chunk_tokens)
+
+
+def load_teacher(config: Config, context: RunContext):
+    """``model.teacher_path``'s model, checked to share the policy's tokenizer."""
     path = resolve_model_path(config.model.teacher_path)
     check_shared_tokenizer(config, path, context.tokenizer)
     teacher = load_causal_lm(path, config.model.dtype, context.device, config.model.allow_download)
@@ -23,8 +29,7 @@ def place_teacher(config: Config, runtime: Runtime, context: RunContext) -> Teac
         raise ConfigError(f"model.teacher_path {config.model.teacher_path!r}: its embedding has {width} rows, fewer "
                           f"than the policy tokenizer's {len(context.tokenizer)} tokens; the teacher must share "
                           "the policy's tokenizer")
-    return runtime.place("teacher", TeacherRole, teacher, config.train.micro_batch_size, config.rollout.temperature,
-                         config.train.logits_chunk_tokens)
+    return teacher
 
 
 def check_shared_tokenizer(config: Config, teacher_path: str, tokenizer) -> None:
