@@ -121,12 +121,14 @@ def _checkpointing(model: torch.nn.Module) -> bool:
     return False
 
 
-def _shares_prompts(model: torch.nn.Module, batch: int, distinct: int) -> bool:
+def _shares_prompts(model: torch.nn.Module, batch: int, distinct: int, prompt_width: int) -> bool:
     """Whether the shared-prompt forward runs: a Llama-family model not recomputing activations
-    (transformers then drops the cache) and at most half as many distinct prompts as rows."""
+    (transformers then drops the cache), prompts of 2 columns or more, and at most half as many distinct
+    prompts as rows."""
     return (
         getattr(getattr(model, "config", None), "model_type", None) in SHARED_PREFIX_MODEL_TYPES
         and not _checkpointing(model)
+        and prompt_width >= 2
         and 2 * distinct <= batch
     )
 
@@ -136,7 +138,7 @@ def _packed_states(
     attention_mask: torch.Tensor, response_width: int,
 ) -> torch.Tensor | None:
     """``_response_states`` from one forward over the packed micro-batch (train/packed_responses.py): each
-    distinct prompt once and no padding between responses; None where packing computes no fewer tokens
+    distinct prompt once and no padding between responses; None where packing computes no fewer FLOPs
     than the path that would run otherwise, or the model cannot take the packed mask."""
     batch, width = input_ids.shape
     prompt_width = width - response_width
@@ -148,7 +150,7 @@ def _packed_states(
     ):
         rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width)
         layout = pack(input_ids, attention_mask, response_width, inverse)
-        if _shares_prompts(model, batch, len(rows)):  # the prompts once, then every row's padded responses
+        if _shares_prompts(model, batch, len(rows), prompt_width):  # the prompts once, then every row's padded responses
             distinct, fed = len(rows), response_width - 1
             otherwise = forward_flops(config, distinct * prompt_width + batch * fed,
                                       distinct * prompt_width**2 + batch * fed * (prompt_width + fed))
@@ -176,7 +178,7 @@ def _shared_prompt_states(
     rows, inverse = distinct_prompts(input_ids, attention_mask, prompt_width) if shareable else (None, None)
     # Mostly distinct prompts: the plain forward is as cheap. Data-parallel ranks decide together:
     # FSDP gathers the weights once per forward, so every rank must run the same passes.
-    if not all_ranks_agree(shareable and _shares_prompts(model, batch, len(rows))):
+    if not all_ranks_agree(shareable and _shares_prompts(model, batch, len(rows), prompt_width)):
         return None
     position_ids = position_ids_from_mask(attention_mask)
     first, prompt = _run(
