@@ -41,14 +41,8 @@ def teacher_sft_rows(config: Config, context: RunContext, write: Callable[[str],
     with torch.no_grad():
         for start in range(0, len(prompts), GENERATION_BATCH):
             gen = engine.generate(prompts[start:start + GENERATION_BATCH], params)
-            answers += [answer_text(tokenizer, ids, mask, stops) for ids, mask in zip(gen.response_ids, gen.response_mask)]
+            # the stop tokens are special tokens: dropped here, as the rollout role decodes responses
+            answers += tokenizer.batch_decode(gen.response_ids * gen.response_mask, skip_special_tokens=True)
     write(f"SFT targets: the teacher's greedy answers to {len(rows)} prompts ({time.time() - started:.0f} s)")
     return [{**row, "sft_target": answer} for row, answer in zip(rows, answers)]
 
-
-def answer_text(tokenizer, response_ids: torch.Tensor, response_mask: torch.Tensor, stops: list[int]) -> str:
-    """A response's text without the stop token that ended it (the SFT batch appends the end of turn)."""
-    ids = response_ids[response_mask.bool()].tolist()
-    if ids and ids[-1] in stops:
-        ids = ids[:-1]
-    return tokenizer.decode(ids, skip_special_tokens=True)

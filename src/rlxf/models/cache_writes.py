@@ -9,13 +9,14 @@ build once its process is gone (or, for the older names that carry no process, a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -66,6 +67,33 @@ def staging_folder(target: Path, what: str) -> Iterator[Path]:
             yield staging
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def built_once(target: Path, what: str, marker: str, build: Callable[[Path], str]) -> str:
+    """``target``, built first unless it holds ``marker`` (written last, so a folder without it is not
+    finished): ``build(staging)`` writes ``what`` into a staging folder and returns the marker's text, then the
+    folder is renamed into place. When another process finished the same build first, its folder is kept."""
+    if (target / marker).exists():
+        return str(target)
+    with staging_folder(target, what) as building:
+        text = build(building)
+        (building / marker).write_text(text)
+        try:
+            os.replace(building, target)
+        except OSError:  # another process finished first: its folder is the same build
+            if not (target / marker).exists():
+                raise
+    return str(target)
+
+
+def content_sha256(files: Iterable[Path], prefix: bytes = b"") -> str:
+    """The sha256 of ``prefix`` then each file's bytes in turn (the name a cached build gets from its sources)."""
+    digest = hashlib.sha256(prefix)
+    for file in files:
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
 
 
 def remove_stale_staging(target: Path) -> list[Path]:

@@ -12,17 +12,15 @@ checkpoint rlxf writes from it then loads in plain transformers. The weights are
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
-import os
 from pathlib import Path
 
 import torch
 
 from rlxf.config_error import ConfigError
 from rlxf.disk_space import check_free_space
-from rlxf.models.cache_writes import cache_write, staging_folder
+from rlxf.models.cache_writes import built_once, cache_write, content_sha256
 
 GGUF_SUFFIX = ".gguf"
 DONE_MARKER = "rlxf_gguf_source.txt"  # written last: a folder without it is not finished
@@ -58,14 +56,6 @@ def gguf_file_of(path: str) -> Path:
     return found[0]
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def converted_folder(path: str, cache_root: Path) -> str:
     """The model folder of the GGUF at ``path``: from the cache when this file (by content) was converted
     before, else converted now (tens of seconds for a 135M model)."""
@@ -73,21 +63,15 @@ def converted_folder(path: str, cache_root: Path) -> str:
     if importlib.util.find_spec("gguf") is None:
         raise GgufSourceError(f"model.path {path!r} is a GGUF file; reading it needs the gguf package: "
                               "pip install 'rlxf[gguf]' (or pip install gguf)")
-    digest = file_sha256(gguf)
+    digest = content_sha256([gguf])
     target = cache_root / f"gguf-{gguf.stem}-{digest[:16]}"
-    if (target / DONE_MARKER).exists():
-        return str(target)
-    what = f"the conversion of {gguf.name}"
-    with staging_folder(target, what) as building:
+
+    def build(building: Path) -> str:
         logger.info("rlxf: converting %s to a safetensors folder (once; cached in %s)", gguf, target)
         write_dequantized(gguf, building)
-        (building / DONE_MARKER).write_text(f"dequantized from {gguf.name} (sha256 {digest})\n")
-        try:
-            os.replace(building, target)
-        except OSError:  # another process finished first: its folder is the same conversion
-            if not (target / DONE_MARKER).exists():
-                raise
-    return str(target)
+        return f"dequantized from {gguf.name} (sha256 {digest})\n"
+
+    return built_once(target, f"the conversion of {gguf.name}", DONE_MARKER, build)
 
 
 def write_dequantized(gguf: Path, out_dir: Path) -> None:

@@ -11,14 +11,12 @@ a source that changes gives a new folder, and staged then renamed as every cache
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
 from pathlib import Path
 
 from rlxf.config_error import ConfigError
 from rlxf.disk_space import check_free_space
-from rlxf.models.cache_writes import cache_write, staging_folder
+from rlxf.models.cache_writes import built_once, cache_write, content_sha256
 
 LAYERS_PREFIX = "layers:"
 DONE_MARKER = "rlxf_layer_subset.txt"  # written last: a folder without it is not finished
@@ -67,23 +65,14 @@ def layer_subset_folder(path: str, cache_root: Path, resolve) -> str:
     weights = sorted(source_folder.glob("*.safetensors"))
     if not weights:
         raise LayerSubsetError(f"model.path {path!r}: {source_folder} holds no safetensors weights to cut from")
-    digest = hashlib.sha256(spec.encode())
-    for file in weights:
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    target = cache_root / f"layers-{spec.replace(',', '_')}-{source_folder.name}-{digest.hexdigest()[:16]}"
-    if (target / DONE_MARKER).exists():
-        return str(target)
-    with staging_folder(target, f"the layer subset {path}") as building:
+    digest = content_sha256(weights, prefix=spec.encode())
+    target = cache_root / f"layers-{spec.replace(',', '_')}-{source_folder.name}-{digest[:16]}"
+
+    def build(building: Path) -> str:
         write_layer_subset(source_folder, spec, building, path)
-        (building / DONE_MARKER).write_text(f"decoder layers {spec} of {source} ({source_folder})\n")
-        try:
-            os.replace(building, target)
-        except OSError:  # another process finished first: its folder is the same subset
-            if not (target / DONE_MARKER).exists():
-                raise
-    return str(target)
+        return f"decoder layers {spec} of {source} ({source_folder})\n"
+
+    return built_once(target, f"the layer subset {path}", DONE_MARKER, build)
 
 
 def write_layer_subset(source_folder: Path, spec: str, out_dir: Path, path: str | None = None) -> None:
