@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 
 from rlxf.train.precision import CPU_AUTOCAST_ATTENTION
 
@@ -113,12 +114,13 @@ def pack(
     members: list[list[int]] = [[] for _ in range(groups)]
     for row, group in enumerate(inverse_list):
         members[group].append(row)
-    sequences, segments, positions = [], [], []
+    sequences, segments, positions, prompt_lengths = [], [], [], []
     # (sequence, position in it) of the state that predicts each row's first response token, and of its others
     first_state, rest_start = [0] * batch, [0] * batch
     for group, rows in enumerate(members):
         prompt = input_ids[rows[0], :prompt_width][attention_mask[rows[0], :prompt_width].bool()]
         length = prompt.numel()
+        prompt_lengths.append(length)
         parts, segment, position = [prompt], [torch.zeros(length, dtype=torch.long)], [torch.arange(length)]
         offset = length
         for number, row in enumerate(rows, start=1):
@@ -131,17 +133,12 @@ def pack(
         sequences.append(torch.cat(parts))
         segments.append(torch.cat(segment))
         positions.append(torch.cat(position))
-    total = max(len(s) for s in sequences)
-    keep = total - min(int(attention_mask[rows[0], :prompt_width].sum()) for rows in members) + 1
     device = input_ids.device
-    packed_ids = torch.zeros(groups, total, dtype=input_ids.dtype, device=device)
-    packed_positions = torch.zeros(groups, total, dtype=torch.long, device=device)
-    packed_segments = torch.full((groups, total), -1, dtype=torch.long, device=device)
-    for group in range(groups):
-        n = len(sequences[group])
-        packed_ids[group, :n] = sequences[group]
-        packed_positions[group, :n] = positions[group]
-        packed_segments[group, :n] = segments[group]
+    packed_ids = pad_sequence(sequences, batch_first=True)  # right-padded to the longest sequence
+    packed_positions = pad_sequence(positions, batch_first=True).to(device)
+    packed_segments = pad_sequence(segments, batch_first=True, padding_value=-1).to(device)
+    total = packed_ids.shape[1]
+    keep = total - min(prompt_lengths) + 1
     zero_row, first_kept = groups * keep, total - keep
     gather = torch.full((batch, response_width), zero_row, dtype=torch.long)
     for row in range(batch):
