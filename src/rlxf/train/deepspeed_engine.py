@@ -12,7 +12,7 @@ over the micro-batches of one ``optimizer_step`` (DeepSpeed's ``managed_gradient
 false``: the caller owns the boundary, any number of micro-batches), then DeepSpeed clips to
 ``cfg.grad_clip`` (same coefficient as ``clip_grad_norm_``) and steps. The optimizer is the same
 torch AdamW (a client optimizer: no DeepSpeed C++ op is built) under the same warmup schedule.
-Precision: fp32 weights and ZeRO state; ``cfg.autocast`` wraps each forward as in the other engines.
+Precision: fp32 weights and ZeRO state; ``cfg.autocast`` wraps each mini-batch's forwards as in the other engines.
 
 Checkpoints are the single-process format: ``save_state`` gathers every parameter's AdamW slots from
 the ZeRO partitions (``safe_get_full_optimizer_state``) and rank 0 writes

@@ -19,7 +19,7 @@ from rlxf.tracking.reduce import reduce_metrics
 from rlxf.train import checkpoint as ckpt
 from rlxf.train.backends import TRAIN_ENGINES
 from rlxf.train.optim_config import OptimConfig
-from rlxf.train.precision import autocast
+from rlxf.train.precision import autocast, autocast_paused
 
 
 class NonFiniteUpdateError(RlxfError, FloatingPointError):
@@ -73,12 +73,16 @@ class TrainEngine:
         self._zero_grad()
         loss_total = 0.0
         history: list[dict[str, float]] = []
-        for micro in micro_batches:
-            with autocast(self.model, self.cfg.autocast):
+        # One autocast region over the mini-batch: its cache keeps each weight's bf16 copy from the first
+        # micro-batch to the optimizer step (the weights do not change in between), where a region per
+        # micro-batch cast every weight again each time. Backward runs with autocast paused, as outside it.
+        with autocast(self.model, self.cfg.autocast):
+            for micro in micro_batches:
                 loss, metrics = loss_of(micro)
-            self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
-            loss_total += float(loss.detach())
-            history.append(metrics)
+                with autocast_paused(self.model):
+                    self._backward(loss * self.grad_scale if self.grad_scale != 1 else loss)
+                loss_total += float(loss.detach())
+                history.append(metrics)
         loss = self._global_loss(loss_total)  # the same value on every rank: they decide alike
         grad_norm = self._update() if math.isfinite(loss) else float("nan")
         skipped = not (math.isfinite(loss) and math.isfinite(grad_norm))

@@ -48,6 +48,12 @@ def _fp32_attention_on_cpu(model: torch.nn.Module) -> None:
     hf_model.set_attn_implementation(CPU_AUTOCAST_ATTENTION)
 
 
+def autocast_paused(model: torch.nn.Module):
+    """Autocast off inside an autocast region (for ``loss.backward()``), without ending the region: its cache
+    of cast weights lives on (it is emptied only when the outermost region exits)."""
+    return torch.autocast(next(model.parameters()).device.type, enabled=False)
+
+
 def autocast(model: torch.nn.Module, name: str | None):
     """``torch.autocast`` on the model's device for ``name`` ("bfloat16"), or a no-op for "none"/None."""
     if not name or name == "none":
