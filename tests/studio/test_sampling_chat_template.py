@@ -137,3 +137,55 @@ def test_the_sample_endpoint_takes_and_stores_the_choice(tmp_path, tiny_model_di
         made = c.post("/api/campaigns/sample", json={**body, "name": f"sums {choice}", "chat_template": choice}).json()
         stored[choice] = c.get(f"/api/campaigns/{made['id']}").json()["sampling"]["chat_template"]
     assert stored == {None: True, False: False}
+
+
+def test_a_large_campaign_is_sampled_a_bounded_number_of_prompts_at_a_time(
+        monkeypatch, tmp_path, tiny_model_dir, engine_calls):
+    from rlxf.studio import sampling
+
+    monkeypatch.setattr(sampling, "PROMPTS_PER_GENERATE", 2)
+    prompts = [f"{a}+{a}=" for a in range(10, 15)]
+    path = str(write_jsonl(tmp_path / "five.jsonl", [{"prompt": p} for p in prompts]))
+    pairs, _ = sample_campaign_pairs(tiny_model_dir, path, SamplingParams(n=4, temperature=1.5, max_new_tokens=4),
+                                     limit=5, seed=1)
+    assert [len(call["prompts"]) for call in engine_calls] == [2, 2, 1]
+    tokenizer = load_tokenizer(tiny_model_dir)
+    sent = [tokenizer.decode(p) for call in engine_calls for p in call["prompts"]]
+    assert sent == [f"user: {p}\nassistant: " for p in prompts]  # every prompt once, in order
+    assert [row["prompt"] for row, _, _ in pairs] == prompts  # each prompt's pair from its own samples
+
+
+class PromptRecorder:
+    """A reward that scores the first response 1 and records the prompt texts it is handed."""
+
+    def __init__(self):
+        self.prompts = []
+
+    def score(self, prompts, responses, metadata):
+        from rlxf.rewards.base import RewardOutput
+
+        self.prompts += list(prompts)
+        half = len(prompts) // 2
+        return RewardOutput(scores=[1.0] * half + [0.0] * half, components={})
+
+
+@pytest.mark.parametrize("chat_template", [True, False])
+def test_ai_labels_hand_the_reward_the_prompt_as_rl_does(tmp_path, tiny_model_dir, chat_template):
+    from rlxf.studio.ai_labels import label_with_reward
+    from rlxf.studio.campaigns import create_campaign
+    from rlxf.studio.store import Store
+
+    store = Store(tmp_path / "studio.sqlite")
+    pairs = [({"prompt": p, "answer": "13"}, "13", "12") for p in PROMPTS]
+    cid = create_campaign(store, "sampled", pairs, "sampled", checkpoint=tiny_model_dir,
+                          sampling={"chat_template": chat_template})
+    reward = PromptRecorder()
+    assert label_with_reward(store, cid, reward, "rm") == 2
+    tokenizer = load_tokenizer(tiny_model_dir)
+    # what a rollout of that checkpoint decodes and hands the reward (loop: reward_model trains on the same)
+    stored = [row["prompt"] for row in store.query("SELECT prompt FROM pairs ORDER BY position")]
+    rendered = [tokenizer.decode(tokenizer(f"user: {p}\nassistant: ", add_special_tokens=False)["input_ids"],
+                                 skip_special_tokens=True) for p in stored]
+    expected = rendered if chat_template else stored
+    assert reward.prompts == expected + expected  # both responses of each pair
+    assert chat_template is False or rendered[0] != stored[0]  # the template does change the text

@@ -5,12 +5,21 @@ or an OpenAI-compatible endpoint, a rule) or a trained reward model (``reward_mo
 Scores closer than ``tie_margin`` make a tie. Each pair's row metadata (e.g. ``answer``) reaches the
 reward, exactly as in training. Verdicts are stored under the judge's name, one per pair (re-judging
 replaces them).
+
+The prompt a reward is handed is the one it gets in RL: for a campaign sampled from a checkpoint through its
+chat template, the rendered template decoded as a rollout decodes it (special tokens dropped, the system
+prompt included), which is also the text ``loop: reward_model`` trains a reward model on. A chat reward model
+scored on the bare question would read other tokens than it was trained on. Other campaigns hand the prompt as
+the labeller reads it.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Callable
 
+from rlxf.studio.campaigns import get_campaign
 from rlxf.studio.store import Store, now
 
 
@@ -36,10 +45,11 @@ def label_with_reward(store: Store, campaign_id: int, reward, judge: str, tie_ma
     """Score every pair of the campaign with ``reward``; store the verdicts as ``judge``. Returns the count."""
     pairs = store.query("SELECT id, prompt, first, second, meta FROM pairs WHERE campaign_id = ? ORDER BY position",
                         (campaign_id,))
+    rendered = rendered_prompts(get_campaign(store, campaign_id))
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start: start + batch_size]
         rows = [json.loads(p["meta"]).get("prompt_row", {}) for p in chunk]
-        prompts = [p["prompt"] for p in chunk]
+        prompts = rendered(rows) if rendered else [p["prompt"] for p in chunk]
         scores = reward.score(prompts + prompts, [p["first"] for p in chunk] + [p["second"] for p in chunk],
                               rows + rows).scores
         half = len(chunk)
@@ -54,3 +64,16 @@ def label_with_reward(store: Store, campaign_id: int, reward, judge: str, tie_ma
                  for p, a, b in zip(chunk, scores[:half], scores[half:])],
             )
     return len(pairs)
+
+
+def rendered_prompts(campaign: dict) -> Callable[[list[dict]], list[str]] | None:
+    """For a campaign sampled from a checkpoint through its chat template: prompt rows -> the prompt texts a
+    reward gets for them in RL (``data.prompt_tokens.reward_prompt_texts`` with that checkpoint's tokenizer).
+    None for any other campaign."""
+    if not (campaign.get("checkpoint") and campaign["sampling"].get("chat_template")):
+        return None
+    from rlxf.data.prompt_tokens import reward_prompt_texts
+    from rlxf.models.loading import load_tokenizer
+
+    tokenizer = load_tokenizer(campaign["checkpoint"])
+    return lambda rows: reward_prompt_texts(rows, tokenizer, True, sys.maxsize)

@@ -1,0 +1,194 @@
+"""A preference campaign on SmolLM2-135M-Instruct's own answers, end to end through the studio: sampled by the
+studio, labelled in headless Chromium, AI labels beside the human ones, the export training a Bradley-Terry
+reward model and DPO on SmolLM2.
+
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/studio_smollm2_campaign.py [--prompts 400] [--rm-steps 30] \\
+        [--dpo-steps 30] [--judge-server transformers] [--keep DIR]
+
+1. ``rlxf studio`` samples the campaign (``POST /api/campaigns/sample``): SmolLM2 as shipped answers the first
+   ``--prompts`` train problems of the real-model recipe (``recipes/smollm2_grpo.yaml``'s sums, through its chat
+   template), 2 samples at temperature 0.7 and 40 new tokens; a prompt's two answers, when they differ, are a pair.
+2. Headless Chromium labels every pair by keyboard as a careful person would: it reads the question and both
+   answers off the page and counts an answer right when the last number it states is the sum (the ``math``
+   verifier's rule): A or B where one answer is right, tie where both are, both bad where neither is.
+3. AI labellers judge the same pairs through the studio (``POST /api/campaigns/ID/ai-labels``), each given the
+   prompt as RL gives it (the chat template rendered): the ``math`` verifier (the rule itself: agreement near 1
+   checks the pipeline); SmolLM2 itself as the ``judge`` over a real OpenAI-compatible server started here
+   (``--judge-server``: ``transformers serve``, or ``vllm`` from ``.venv-vllm``; the one-turn rubric of
+   ``judge_over_server.py``); and, after step 4, the reward model trained on the export.
+4. The export (the pairs with a winner: ties and both-bad left out) trains ``recipes/smollm2_reward_model.yaml``
+   (``--rm-steps``; held-out pair accuracy on the 58 pairs of ``recipes/data/smollm2_sums_pairs.eval.jsonl``, the
+   set the shipped reward model is measured on) and DPO on SmolLM2 (``recipes/dpo.yaml`` with the real-model
+   settings, ``--dpo-steps``); the DPO policy's greedy accuracy on the recipe's 100 held-out sums, before and
+   after, by ``rlxf eval``.
+
+Prints one JSON object: labelling rate and verdict counts, export counts, each AI labeller's agreement (accuracy,
+Cohen's kappa), the reward model's and the DPO policy's held-out numbers, each training's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import emit  # noqa: E402
+from judge_over_server import RUBRICS, start_server  # noqa: E402
+from rl_step_vs_trl import sums_in_words_splits  # noqa: E402
+from rlxf.models.loading import resolve_model_path  # noqa: E402
+from rlxf.studio.driver import StudioProcess, label_by_keyboard, launch_chromium, open_labelling  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HELD_OUT_PAIRS = ROOT / "recipes/data/smollm2_sums_pairs.eval.jsonl"
+NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+# DPO on SmolLM2: the real-model recipes' learning rate and budget, the sums' reward for the held-out answers
+DPO_OVERRIDES = ["preference.optim.lr=1e-6", "preference.optim.grad_clip=1.0", "preference.batch_size=16",
+                 "preference.micro_batch_size=4", "preference.loss.nll_weight=0.0", "data.chat_template=true",
+                 "rollout.max_new_tokens=40", "reward.function=math", "eval.every=10", "checkpoint.keep_last=1"]
+
+
+def stated_answer(text: str) -> str | None:
+    """The last number an answer states (the ``math`` reward's reading of a prose answer)."""
+    numbers = NUMBER.findall(text.replace(",", ""))
+    return numbers[-1] if numbers else None
+
+
+def careful_labeller(prompt: str, left: str, right: str) -> str:
+    a, b = (int(x) for x in NUMBER.findall(prompt)[:2])
+    truth = str(a + b)
+    left_right, right_right = stated_answer(left) == truth, stated_answer(right) == truth
+    if left_right == right_right:
+        return "tie" if left_right else "both_bad"
+    return "A" if left_right else "B"
+
+
+def run(command: list[str], log: Path) -> float:
+    start = time.perf_counter()
+    with log.open("w") as out:
+        subprocess.run(command, check=True, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+    return round(time.perf_counter() - start, 1)
+
+
+def held_out_comparison(before: str, after: str, work: Path) -> dict:
+    """Greedy accuracy of both on the real-model recipe's 100 held-out sums, and the paired difference
+    (``rlxf eval --model BEFORE --model AFTER``)."""
+    out = work / "eval"
+    run([sys.executable, "-m", "rlxf.cli", "eval", "recipes/smollm2_grpo.yaml", "--model", before, "--model", after,
+         "--n", "1", "--k", "1", "--out", str(out), "--quiet"], work / "eval.log")
+    models = json.loads((out / "eval.json").read_text())["models"]
+    return {"greedy_before": models[0]["greedy_accuracy"], "greedy_after": models[1]["greedy_accuracy"],
+            "after_vs_before": models[1]["versus_first"]}
+
+
+def judge_labels(studio: StudioProcess, campaign: int, folder: str, server: str, work: Path) -> dict:
+    python = str(ROOT / ".venv-vllm/bin/python") if server == "vllm" else sys.executable
+    process, url = start_server(server, python, folder, work / f"{server}-server.log")
+    try:
+        kwargs = {"backend": "openai", "rubric": RUBRICS["one_turn"], "min_score": 0, "max_score": 1,
+                  "default_score": 0.5, "backend_kwargs": {"url": url, "model": folder, "max_tokens": 96,
+                                                           "temperature": 0.0, "max_parallel": 8}}
+        start = time.perf_counter()
+        studio.post(f"/api/campaigns/{campaign}/ai-labels",
+                    {"overrides": ["reward.function=judge", f"reward.kwargs={json.dumps(kwargs)}"],
+                     "name": "smollm2_judge"})
+        seconds = round(time.perf_counter() - start, 1)
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return {"seconds": seconds, **studio.get(f"/api/campaigns/{campaign}/agreement?judge=smollm2_judge")["overall"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=400, help="train problems SmolLM2 answers twice")
+    parser.add_argument("--rm-steps", type=int, default=30)
+    parser.add_argument("--dpo-steps", type=int, default=30)
+    parser.add_argument("--judge-server", choices=("transformers", "vllm", "none"), default="transformers")
+    parser.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one)")
+    args = parser.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="studio-smollm2-"))
+    runs_dir = work / "runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    folder = resolve_model_path("smollm2:135m-instruct")
+    prompts = work / "prompts.jsonl"
+    rows = sums_in_words_splits().train[: args.prompts]
+    prompts.write_text("".join(json.dumps({"prompt": r["prompt"], "answer": r["answer"]}) + "\n" for r in rows))
+    result: dict = {"model": "SmolLM2-135M-Instruct (Q4_1 GGUF dequantized)", "prompts": args.prompts}
+    studio = StudioProcess(runs_dir, log=work / "studio.log").start(timeout=120)
+    try:
+        start = time.perf_counter()
+        made = studio.post("/api/campaigns/sample", {
+            "name": "smollm2-sums", "checkpoint": folder, "prompts": str(prompts), "n": 2, "temperature": 0.7,
+            "max_new_tokens": 40, "limit": args.prompts, "seed": 0})
+        result["sampling"] = {"pairs": made["pairs"], "seconds": round(time.perf_counter() - start, 1)}
+        campaign = made["id"]
+        verdicts: Counter = Counter()
+
+        def labeller(prompt: str, left: str, right: str) -> str:
+            verdict = careful_labeller(prompt, left, right)
+            verdicts[verdict] += 1
+            return verdict
+
+        with sync_playwright() as playwright:
+            browser = launch_chromium(playwright)
+            page = browser.new_page()
+            open_labelling(page, studio.url, campaign, "careful")
+            start = time.perf_counter()
+            labelled = label_by_keyboard(page, labeller, made["pairs"])
+            seconds = time.perf_counter() - start
+            browser.close()
+        result["labelling"] = {"labelled": labelled, "verdicts": dict(verdicts), "seconds": round(seconds, 1),
+                               "ms_per_label": round(1000 * seconds / max(labelled, 1), 1)}
+        result["export"] = export = studio.post(f"/api/campaigns/{campaign}/export", {})
+        studio.post(f"/api/campaigns/{campaign}/ai-labels", {"overrides": ["reward.function=math"], "name": "math"})
+        result["agreement"] = {"math_verifier": studio.get(f"/api/campaigns/{campaign}/agreement?judge=math")["overall"]}
+        if args.judge_server != "none":
+            result["agreement"]["smollm2_judge"] = judge_labels(studio, campaign, folder, args.judge_server, work)
+
+        rm_dir = runs_dir / "smollm2-rm-from-studio"
+        seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/smollm2_reward_model.yaml",
+                       f"data.path={export['path']}", f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={rm_dir}",
+                       f"preference.steps={args.rm_steps}", f"checkpoint.every={args.rm_steps}", "eval.every=10",
+                       "logging.progress_bar=false"],
+                      work / "reward_model.log")
+        summary = json.loads((rm_dir / "summary.json").read_text())
+        result["reward_model"] = {"train_seconds": seconds, "heldout_pairs": 58,
+                                  "initial_eval": summary.get("initial_eval"), "final_eval": summary.get("final_eval")}
+        checkpoint = sorted((rm_dir / "checkpoints").glob("step_*"))[-1] / "reward_model"
+        studio.post(f"/api/campaigns/{campaign}/ai-labels", {"reward_model": str(checkpoint), "name": "reward_model"})
+        result["agreement"]["reward_model_in_sample"] = studio.get(
+            f"/api/campaigns/{campaign}/agreement?judge=reward_model")["overall"]
+        shutil.rmtree(rm_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the figures are in the JSON
+
+        dpo_dir = runs_dir / "smollm2-dpo-from-studio"
+        seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/dpo.yaml", f"model.path={folder}",
+                       "data.task=preference_file", "data.task_args={}", f"data.path={export['path']}",
+                       f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={dpo_dir}", "sft.steps=0",
+                       f"preference.steps={args.dpo_steps}", f"checkpoint.every={args.dpo_steps}",
+                       "logging.progress_bar=false", *DPO_OVERRIDES],
+                      work / "dpo.log")
+        summary = json.loads((dpo_dir / "summary.json").read_text())
+        policy = sorted((dpo_dir / "checkpoints").glob("step_*"))[-1] / "policy"
+        result["dpo"] = {"train_seconds": seconds, "initial_eval": summary.get("initial_eval"),
+                         "final_eval": summary.get("final_eval"),
+                         "held_out_100": held_out_comparison(folder, str(policy), work)}
+        shutil.rmtree(dpo_dir / "checkpoints", ignore_errors=True)
+    finally:
+        studio.stop()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    emit(result)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
