@@ -13,9 +13,10 @@ reward model and DPO on SmolLM2.
    verifier's rule): A or B where one answer is right, tie where both are, both bad where neither is.
 3. AI labellers judge the same pairs through the studio (``POST /api/campaigns/ID/ai-labels``), each given the
    prompt as RL gives it (the chat template rendered): the ``math`` verifier (the rule itself: agreement near 1
-   checks the pipeline); SmolLM2 itself as the ``judge`` over a real OpenAI-compatible server started here
-   (``--judge-server``: ``transformers serve``, or ``vllm`` from ``.venv-vllm``; the one-turn rubric of
-   ``judge_over_server.py``); and, after step 4, the reward model trained on the export.
+   checks the pipeline); SmolLM2 itself as the ``judge`` (the one-turn rubric of ``judge_over_server.py``, greedy;
+   ``--judge-server``: on rlxf's built-in engine in the studio's process, batched, or over a real OpenAI-compatible
+   server started here, ``transformers serve`` or ``vllm`` from ``.venv-vllm``); and, after step 4, the reward
+   model trained on the export.
 4. The export (the pairs with a winner: ties and both-bad left out) trains ``recipes/smollm2_reward_model.yaml``
    (``--rm-steps``; held-out pair accuracy on the 58 pairs of ``recipes/data/smollm2_sums_pairs.eval.jsonl``, the
    set the shipped reward model is measured on) and DPO on SmolLM2 (``recipes/dpo.yaml`` with the real-model
@@ -49,6 +50,7 @@ from rlxf.studio.driver import StudioProcess, label_by_keyboard, launch_chromium
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT_PAIRS = ROOT / "recipes/data/smollm2_sums_pairs.eval.jsonl"
 NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+JUDGE_TOKENS = 96  # the rationale and its `Score:` line
 # DPO on SmolLM2: the real-model recipes' learning rate and budget, the sums' reward for the held-out answers
 DPO_OVERRIDES = ["preference.optim.lr=1e-6", "preference.optim.grad_clip=1.0", "preference.batch_size=16",
                  "preference.micro_batch_size=4", "preference.loss.nll_weight=0.0", "data.chat_template=true",
@@ -88,22 +90,33 @@ def held_out_comparison(before: str, after: str, work: Path) -> dict:
             "after_vs_before": models[1]["versus_first"]}
 
 
-def judge_labels(studio: StudioProcess, campaign: int, folder: str, server: str, work: Path) -> dict:
+def judge_kwargs(server: str, folder: str, work: Path) -> tuple[dict, subprocess.Popen | None]:
+    """The ``judge`` reward's kwargs for SmolLM2 judging by the one-turn rubric, greedy, and the server process
+    started for it (None for ``engine``: rlxf's built-in engine in the studio's process, batched)."""
+    judge = {"rubric": RUBRICS["one_turn"], "min_score": 0, "max_score": 1, "default_score": 0.5}
+    if server == "engine":
+        return {**judge, "backend": "engine",
+                "backend_kwargs": {"path": folder, "max_new_tokens": JUDGE_TOKENS, "batch_size": 64}}, None
     python = str(ROOT / ".venv-vllm/bin/python") if server == "vllm" else sys.executable
     process, url = start_server(server, python, folder, work / f"{server}-server.log")
+    return {**judge, "backend": "openai", "backend_kwargs": {
+        "url": url, "model": folder, "max_tokens": JUDGE_TOKENS, "temperature": 0.0, "max_parallel": 8}}, process
+
+
+def judge_labels(studio: StudioProcess, campaign: int, folder: str, server: str, work: Path) -> dict:
+    kwargs, process = judge_kwargs(server, folder, work)
     try:
-        kwargs = {"backend": "openai", "rubric": RUBRICS["one_turn"], "min_score": 0, "max_score": 1,
-                  "default_score": 0.5, "backend_kwargs": {"url": url, "model": folder, "max_tokens": 96,
-                                                           "temperature": 0.0, "max_parallel": 8}}
         start = time.perf_counter()
         studio.post(f"/api/campaigns/{campaign}/ai-labels",
                     {"overrides": ["reward.function=judge", f"reward.kwargs={json.dumps(kwargs)}"],
                      "name": "smollm2_judge"})
         seconds = round(time.perf_counter() - start, 1)
     finally:
-        process.terminate()
-        process.wait(timeout=60)
-    return {"seconds": seconds, **studio.get(f"/api/campaigns/{campaign}/agreement?judge=smollm2_judge")["overall"]}
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=60)
+    return {"backend": server, "seconds": seconds,
+            **studio.get(f"/api/campaigns/{campaign}/agreement?judge=smollm2_judge")["overall"]}
 
 
 def main() -> None:
@@ -111,7 +124,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=400, help="train problems SmolLM2 answers twice")
     parser.add_argument("--rm-steps", type=int, default=30)
     parser.add_argument("--dpo-steps", type=int, default=30)
-    parser.add_argument("--judge-server", choices=("transformers", "vllm", "none"), default="transformers")
+    parser.add_argument("--judge-server", choices=("engine", "transformers", "vllm", "none"), default="engine",
+                        help="engine: the built-in engine in the studio (batched); transformers / vllm: a real "
+                             "OpenAI-compatible server process (transformers serve decodes one request at a time "
+                             "here: ~13 tokens/s)")
     parser.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright

@@ -16,7 +16,9 @@ of SmolLM2-135M's config (no download). Responses have random lengths up to ``--
 * ``whole_groups_packed``: the same micro-batches packed (train/packed_responses.py: each group one sequence,
   its prompt once and its responses back to back, no padding; the default now where it computes less);
 * ``whole_groups`` and ``whole_groups_packed`` with ``bf16`` autocast (``train.optim.autocast``), the packed one
-  also with the chunked head (``train.logits_chunk_tokens=256``).
+  also with the chunked head (``train.logits_chunk_tokens=256``);
+* ``whole_groups_chunked`` and ``whole_groups_packed_chunked``: fp32 with the chunked head, for long responses
+  (``--response 256 --shapes ...``), where a micro-batch's full logits take gigabytes.
 The shapes before packing run with packing off (``log_probs.PACKED_MODEL_TYPES`` emptied).
 
 The shapes alternate in one process (``--reps`` after a warm-up); CPU seconds (this process's, so a
@@ -26,7 +28,8 @@ two fresh processes: with rlxf's default of keeping freed memory mapped (rlxf/fr
 counted on all trajectories' tokens (prompt + response of every row) and on what the pass computes: the
 positions each decoder forward ran over (counted by a hook in the warm-up pass: distinct prompts, padded or
 packed responses) and the positions the tied LM head ran over (the loss tokens when chunked).
-``--freed-memory kept`` runs the first process only.
+``--freed-memory kept`` runs the first process only; ``--shapes`` a subset (the speedups are then against
+``whole_groups`` and ``plain`` where given, else against the first shape).
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ SHAPES = {
     "whole_groups_bf16": dict(order="groups", share=True, bf16=True),
     "whole_groups_packed_bf16": dict(order="groups", share=True, pack=True, bf16=True),
     "whole_groups_packed_bf16_chunked": dict(order="groups", share=True, pack=True, bf16=True, chunk=256),
+    # long responses (--response 256): the [tokens, vocab] logits of a micro-batch no longer fit beside the rest
+    "whole_groups_chunked": dict(order="groups", share=True, chunk=256),
+    "whole_groups_packed_chunked": dict(order="groups", share=True, pack=True, chunk=256),
 }
 
 
