@@ -109,7 +109,7 @@ def judge_labels(studio: StudioProcess, campaign: int, folder: str, server: str,
         start = time.perf_counter()
         studio.post(f"/api/campaigns/{campaign}/ai-labels",
                     {"overrides": ["reward.function=judge", f"reward.kwargs={json.dumps(kwargs)}"],
-                     "name": "smollm2_judge"})
+                     "name": "smollm2_judge"}, timeout=None)  # ~25 pairs a minute on one loaded core
         seconds = round(time.perf_counter() - start, 1)
     finally:
         if process is not None:
@@ -145,7 +145,7 @@ def main() -> None:
         start = time.perf_counter()
         made = studio.post("/api/campaigns/sample", {
             "name": "smollm2-sums", "checkpoint": folder, "prompts": str(prompts), "n": 2, "temperature": 0.7,
-            "max_new_tokens": 40, "limit": args.prompts, "seed": 0})
+            "max_new_tokens": 40, "limit": args.prompts, "seed": 0}, timeout=None)
         result["sampling"] = {"pairs": made["pairs"], "seconds": round(time.perf_counter() - start, 1)}
         campaign = made["id"]
         verdicts: Counter = Counter()
@@ -181,7 +181,8 @@ def main() -> None:
         result["reward_model"] = {"train_seconds": seconds, "heldout_pairs": 58,
                                   "initial_eval": summary.get("initial_eval"), "final_eval": summary.get("final_eval")}
         checkpoint = sorted((rm_dir / "checkpoints").glob("step_*"))[-1] / "reward_model"
-        studio.post(f"/api/campaigns/{campaign}/ai-labels", {"reward_model": str(checkpoint), "name": "reward_model"})
+        studio.post(f"/api/campaigns/{campaign}/ai-labels", {"reward_model": str(checkpoint), "name": "reward_model"},
+                    timeout=None)
         result["agreement"]["reward_model_in_sample"] = studio.get(
             f"/api/campaigns/{campaign}/agreement?judge=reward_model")["overall"]
         shutil.rmtree(rm_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the figures are in the JSON

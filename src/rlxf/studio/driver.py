@@ -78,10 +78,12 @@ class StudioProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
 
-    def post(self, path: str, body: dict) -> dict:
+    def post(self, path: str, body: dict, timeout: float | None = 600) -> dict:
+        """``timeout`` None waits as long as the studio works (sampling or judging thousands of pairs with a
+        real model takes longer than any fixed limit)."""
         request = urllib.request.Request(self.url + path, json.dumps(body).encode(),
                                          {"Content-Type": "application/json"}, method="POST")
-        with urllib.request.urlopen(request, timeout=600) as reply:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
             return json.loads(reply.read())
 
     def get(self, path: str) -> dict | list:
