@@ -136,9 +136,10 @@ def measure(model, tokenizer, prompts: list[list[int]], dtype: str, args) -> dic
                           pad_token_id=tokenizer.pad_token_id, use_cache=True)
 
     systems = {"torch": ours, "torch_race": with_sampler(exponential_race, ours), "hf": hf,
-               "matmuls": decode_matmuls(engine.decoder, len(prompts) * SAMPLES, args.new),
                "vllm": lambda: vllm_generate(vllm, prompts, params),
                "torch_shared": lambda: shared.generate(prompts, params, torch.Generator().manual_seed(0))}
+    if "matmuls" in engines:  # its input rows are allocated only when asked for
+        systems["matmuls"] = decode_matmuls(engine.decoder, len(prompts) * SAMPLES, args.new)
     seconds = alternate({name: systems[name] for name in engines if name != "torch_shared" or shared}, args.reps)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     updates = {"torch": lambda: engine.update_weights(state, 1), "vllm": lambda: vllm.update_weights(state, 1)}

@@ -9,8 +9,8 @@ reward model and DPO on SmolLM2.
    ``--prompts`` train problems of the real-model recipe (``recipes/smollm2_grpo.yaml``'s sums, through its chat
    template), 2 samples at temperature 0.7 and 40 new tokens; a prompt's two answers, when they differ, are a pair.
 2. Headless Chromium labels every pair by keyboard as a careful person would: it reads the question and both
-   answers off the page and counts an answer right when the last number it states is the sum (the ``math``
-   verifier's rule): A or B where one answer is right, tie where both are, both bad where neither is.
+   answers off the page and counts an answer right as the ``math`` verifier does (its final answer, here the
+   last number it states, matches the sum): A or B where one answer is right, tie where both are, both bad where neither is.
 3. AI labellers judge the same pairs through the studio (``POST /api/campaigns/ID/ai-labels``), each given the
    prompt as RL gives it (the chat template rendered): the ``math`` verifier (the rule itself: agreement near 1
    checks the pipeline); SmolLM2 itself as the ``judge`` (the one-turn rubric of ``judge_over_server.py``, greedy;
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -41,15 +40,15 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import emit  # noqa: E402
+from common import emit, operands  # noqa: E402
 from judge_over_server import RUBRICS, start_server  # noqa: E402
 from rl_step_vs_trl import sums_in_words_splits  # noqa: E402
 from rlxf.models.loading import resolve_model_path  # noqa: E402
+from rlxf.rewards.math_answer import answers_match, extract_final_answer  # noqa: E402
 from rlxf.studio.driver import StudioProcess, label_by_keyboard, launch_chromium, open_labelling  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD_OUT_PAIRS = ROOT / "recipes/data/smollm2_sums_pairs.eval.jsonl"
-NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 JUDGE_TOKENS = 96  # the rationale and its `Score:` line
 # DPO on SmolLM2: the real-model recipes' learning rate and budget, the sums' reward for the held-out answers
 DPO_OVERRIDES = ["preference.optim.lr=1e-6", "preference.optim.grad_clip=1.0", "preference.batch_size=16",
@@ -57,16 +56,11 @@ DPO_OVERRIDES = ["preference.optim.lr=1e-6", "preference.optim.grad_clip=1.0", "
                  "rollout.max_new_tokens=40", "reward.function=math", "eval.every=10", "checkpoint.keep_last=1"]
 
 
-def stated_answer(text: str) -> str | None:
-    """The last number an answer states (the ``math`` reward's reading of a prose answer)."""
-    numbers = NUMBER.findall(text.replace(",", ""))
-    return numbers[-1] if numbers else None
-
-
 def careful_labeller(prompt: str, left: str, right: str) -> str:
-    a, b = (int(x) for x in NUMBER.findall(prompt)[:2])
-    truth = str(a + b)
-    left_right, right_right = stated_answer(left) == truth, stated_answer(right) == truth
+    """The verifier's rule applied by the person: an answer is right when its final answer (the `math` reward's
+    extraction: a boxed or tagged answer, else the last number it states) matches the sum."""
+    truth = str(sum(operands(prompt)))
+    left_right, right_right = (answers_match(extract_final_answer(text)[0], truth) for text in (left, right))
     if left_right == right_right:
         return "tie" if left_right else "both_bad"
     return "A" if left_right else "B"

@@ -168,5 +168,6 @@ def main() -> None:
         }
     emit(out)
 
+
 if __name__ == "__main__":
     main()

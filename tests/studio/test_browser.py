@@ -138,6 +138,8 @@ def test_label_twenty_pairs_by_keyboard_across_a_killed_server(browser, runs_dir
         assert [page.locator(f"#agree-{k}").text_content() for k in ("n", "accuracy", "kappa")] == ["20", "1", "1"]
         assert page.locator("#per-labeller td").first.text_content() == "ann"
         assert page.locator("#disagreements tr").count() == 1  # the header only
+        # nothing between the list's heading and its table (a null child once showed as the text "null")
+        assert page.evaluate("document.querySelector('#disagreements').previousSibling.tagName") == "H2"
         page.close()
     finally:
         server.stop()

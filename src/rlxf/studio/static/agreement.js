@@ -41,8 +41,10 @@ async function render(judge) {
     for (const d of a.disagreements.slice(0, SHOWN)) dis.append(el("tr", {}, el("td", {}, el("pre", {class: "text"}, d.prompt)), el("td", {}, el("pre", {class: "text"}, d.first)),
       el("td", {}, el("pre", {class: "text"}, d.second)), el("td", {}, `${d.labeller}: ${SAY[d.human] || d.human}`),
       el("td", {}, `${SAY[d.ai] || d.ai} (${fmt(d.score_first)} / ${fmt(d.score_second)})`), el("td", {}, d.reason)));
-    page.append(el("h2", {}, "Per labeller"), per, el("h2", {}, `Pairs where human and AI disagree (${a.disagreements.length}) — where a reward model gets gamed`),
-      a.disagreements.length > SHOWN ? el("p", {class: "muted"}, `the first ${SHOWN} shown`) : null, dis);
+    // DOM append writes a null as the text "null": the note goes in only when the list is cut
+    page.append(el("h2", {}, "Per labeller"), per, el("h2", {}, `Pairs where human and AI disagree (${a.disagreements.length}) — where a reward model gets gamed`));
+    if (a.disagreements.length > SHOWN) page.append(el("p", {class: "muted"}, `the first ${SHOWN} shown`));
+    page.append(dis);
   } catch (err) { showError(page, err); }
 }
 render();
