@@ -24,7 +24,13 @@ from __future__ import annotations
 
 import random
 
-from rlxf.data.arithmetic import add_without_carry, addends, arithmetic_row, arithmetic_task, check_arithmetic_args
+from rlxf.data.arithmetic import (
+    add_without_carry,
+    addends,
+    arithmetic_row,
+    arithmetic_task,
+    check_arithmetic_args,
+)
 from rlxf.data.math_judge_rubrics import NEAR_MISSES, RUBRICS, fill_rubric
 from rlxf.data.tasks import TASKS, TaskSplits, task_check
 
