@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import emit  # noqa: E402
 from rl_step_vs_trl import sums_in_words_splits  # noqa: E402
+from rlxf.data.math_judge_rubrics import NEAR_MISSES, PAIRWISE, RUBRICS, VERDICT  # noqa: E402, F401 (answer_judge's)
 from rlxf.rewards.judge import JudgeReward  # noqa: E402
 from rlxf.rewards.judge_agreement import position_report  # noqa: E402
 from rlxf.rewards.judge_parsing import parse_pairwise_verdict  # noqa: E402
@@ -45,18 +46,6 @@ from rlxf.serving.ports import bound_socket  # noqa: E402
 
 VLLM_SERVER = "vllm.entrypoints.openai.api_server"
 TRANSFORMERS_SERVE = "import sys; from transformers.cli.transformers import main; sys.argv[0] = 'transformers'; sys.exit(main())"
-VERDICT = "Explain briefly, then end with 'Score: 1' if the answer is correct or 'Score: 0' if it is wrong."
-RUBRICS: dict[str, str | list[str]] = {
-    "one_turn": "Here is a math question and an answer to it.\nQuestion: {prompt}\nAnswer: {response}\n"
-                "Is the answer correct? " + VERDICT,
-    "solve_first": ["Solve this math question yourself first, step by step: {prompt}",
-                    "Now grade this answer to it: {response}\nIs the answer correct? " + VERDICT],
-    "reference": "Here is a math question, its reference answer and an answer to grade.\nQuestion: {prompt}\n"
-                 "{reference}Answer: {response}\nIs the answer correct? " + VERDICT,
-}
-PAIRWISE = ("Here is a math question and two answers to it.\nQuestion: {prompt}\nAnswer A: {a}\nAnswer B: {b}\n"
-            "Which answer is correct? Explain briefly, then end with [[A]], [[B]] or [[tie]].")
-NEAR_MISSES = (1, -1, 10, -10)
 
 
 def labelled_answers(size: int, seed: int = 0) -> list[dict]:

@@ -40,6 +40,10 @@ RECIPE_CASES = {
     # the real-model recipe on the tiny model: its character vocabulary holds no words and no chat template
     "smollm2_grpo.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
                           "reward/correct"),
+    # the tiny judge is the tiny model itself (test_recipe_runs_a_step); its characters cannot spell the rubric
+    "smollm2_grpo_judge.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}",
+                                 "reward.kwargs.rubric='{prompt}{response}='"], "reward/judge_malformed"),
+    "smollm2_grm.yaml": (["data.chat_template=false", "data.max_prompt_tokens=512"], "reward/malformed"),
     "smollm2_grpo_reward_model.yaml": (["data.chat_template=false",
                                         "data.task_args={digits: 2, b_digits: 1, ops: '+'}"], "reward/reward_model"),
     "smollm2_grpo_lora.yaml": (["data.chat_template=false", "data.task_args={digits: 2, b_digits: 1, ops: '+'}"],
@@ -88,6 +92,8 @@ def test_recipe_runs_a_step(tmp_path, tiny_model_dir, recipe):
         extra = [*extra, f"reward.kwargs.path={tiny_reward_model(tmp_path / 'rm')}"]
     if recipe == "distill.yaml":
         extra = [f"model.teacher_path={tiny_model_dir}"]
+    if recipe == "smollm2_grpo_judge.yaml":
+        extra = [*extra, f"reward.kwargs.backend_kwargs.path={tiny_model_dir}"]
     run_dir = tmp_path / "run"
     config = load_config(RECIPES / recipe, [*small_overrides(run_dir, tiny_model_dir, steps=1), *SHRINK, *extra])
     summary = get_loop(config.loop)(config, write=lambda _: None)

@@ -12,6 +12,16 @@ def render_prompt(row: dict, tokenizer: PreTrainedTokenizerBase, chat_template: 
     return row["prompt"]
 
 
+def row_prompt_text(row: dict) -> str | None:
+    """The row's own prompt before any template: its ``prompt`` text, else the last user message of its
+    ``messages`` (None: neither). Batches carry it as metadata ``prompt_text`` for rewards that ask about the
+    question itself (the ``judge``'s ``prompt_from: row``)."""
+    if isinstance(row.get("prompt"), str):
+        return row["prompt"]
+    users = [m.get("content") for m in row.get("messages") or [] if isinstance(m, dict) and m.get("role") == "user"]
+    return users[-1] if users and isinstance(users[-1], str) else None
+
+
 def uses_template(row: dict, chat_template: bool) -> bool:
     return "messages" in row or chat_template
 

@@ -26,7 +26,7 @@ TASK_MODULES = {
     "tool_arithmetic": "rlxf.data.tool_arithmetic", "reasoning_gym": "rlxf.data.reasoning_gym",
     "repeat": "rlxf.data.repeat", "arithmetic_judge": "rlxf.data.judge_task",
     "preference_judge": "rlxf.data.judge_preferences", "arithmetic_chain": "rlxf.data.arithmetic_chain",
-    "verifiers": "rlxf.data.verifiers_tasks",
+    "verifiers": "rlxf.data.verifiers_tasks", "answer_judge": "rlxf.data.answer_judge_task",
 }
 TASKS: Registry = Registry("task", modules=TASK_MODULES)
 

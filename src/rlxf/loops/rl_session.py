@@ -211,9 +211,17 @@ def warm_up_with_sft(config: Config, policy: torch.nn.Module, context: RunContex
 
         rows = teacher_sft_rows(config, context, write)
     write(f"SFT: {config.sft.steps} steps of {config.sft.batch_size} examples")
-    check = None if stop is None else lambda step, _: stop.check_warm_up("SFT warm-up", step + 1, config.sft.steps)
+    every, started = max(1, config.sft.steps // 10), time.perf_counter()
+
+    def on_step(step: int, metrics: dict) -> None:
+        if (step + 1) % every == 0 or step + 1 == config.sft.steps:  # a real model's warm-up takes minutes
+            write(f"SFT step {step + 1}/{config.sft.steps}: loss {metrics['loss']:.3f} "
+                  f"({(time.perf_counter() - started) / (step + 1):.1f} s/step)")
+        if stop is not None:
+            stop.check_warm_up("SFT warm-up", step + 1, config.sft.steps)
+
     losses = run_sft(policy, context.tokenizer, rows, config.sft, config.seed,
-                     config.data.chat_template, config.data.max_prompt_tokens, on_step=check)
+                     config.data.chat_template, config.data.max_prompt_tokens, on_step=on_step)
     write(f"SFT done: loss {losses[0]:.3f} -> {losses[-1]:.3f}")
     rollout.update_weights(policy.state_dict(), version=0)
 

@@ -24,6 +24,12 @@ reply. ``["Solve this yourself first:\\n{prompt}", "Now grade this answer: {resp
 reference-guided judging: the judge works the question out before it reads the response, so a wrong
 response cannot anchor its working (``data/judge_task.py``, ``protocol: solve_first``). Each of the k
 samples is its own conversation.
+
+``{prompt}`` is the prompt as the rollout decodes it (``prompt_from: rollout``): under a chat template that is
+the whole rendered conversation, system prompt and role names included, with the special tokens dropped.
+``prompt_from: row`` puts the task row's own prompt there instead (its ``prompt`` text, or the last user
+message of its ``messages``; a batch carries it as ``prompt_text``): the question as a judge trained on the task's rows saw it
+(``data/answer_judge_task.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlxf.data.prompt_tokens import row_prompt_text
 from rlxf.rewards.base import RewardOutput
 from rlxf.rewards.judge_backends import build_judge_backend
 from rlxf.rewards.judge_parsing import parse_judge_score
@@ -47,14 +54,29 @@ DEFAULT_RUBRIC = (
 )
 
 
+def row_prompt(_decoded: str, row: dict) -> str:
+    """The task row's own prompt: a batch's ``prompt_text`` (``RolloutRole.to_batch``), or a raw row's."""
+    text = row.get("prompt_text") or row_prompt_text(row)
+    if text is None:
+        raise ValueError(f"judge: prompt_from=row, but the row has no `prompt` text or user message: {str(row)[:120]}")
+    return text
+
+
+# what `{prompt}` is: the rollout's decoded prompt, or the row's own
+PROMPT_SOURCES = {"rollout": lambda decoded, _row: decoded, "row": row_prompt}
+
+
 @REWARDS.register("judge")
 class JudgeReward:
     def __init__(
         self, backend: str = "engine", backend_kwargs: dict[str, Any] | None = None,
         rubric: str | list[str] = DEFAULT_RUBRIC,
         min_score: float = 0.0, max_score: float = 10.0, default_score: float = 0.0, samples: int = 1,
-        aggregate: str = "mean",
+        aggregate: str = "mean", prompt_from: str = "rollout",
     ) -> None:
+        if prompt_from not in PROMPT_SOURCES:
+            raise ValueError(f"judge: unknown prompt_from {prompt_from!r}; known: {sorted(PROMPT_SOURCES)}")
+        self.prompt_from = prompt_from
         if max_score <= min_score:
             raise ValueError(f"judge: max_score ({max_score}) must exceed min_score ({min_score})")
         if samples < 1:
@@ -72,6 +94,7 @@ class JudgeReward:
         self.min_score, self.max_score, self.default_score = min_score, max_score, default_score
 
     def judge_prompt(self, prompt: str, response: str, row: dict, turn: int = 0) -> str:
+        prompt = PROMPT_SOURCES[self.prompt_from](prompt, row)
         reference = f"Reference answer: {row['answer']}\n" if "answer" in row else ""
         return self.turns[turn].format(prompt=prompt, response=response, reference=reference,
                                        min_score=self.min_score, max_score=self.max_score)

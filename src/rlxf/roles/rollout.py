@@ -6,7 +6,7 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from rlxf.batch import TrajectoryBatch, left_pad
-from rlxf.data.prompt_tokens import encode_prompts
+from rlxf.data.prompt_tokens import encode_prompts, row_prompt_text
 from rlxf.models.shown_text import shown_texts
 from rlxf.rollout.engine import RolloutEngine
 from rlxf.rollout.generation import Generation
@@ -65,8 +65,11 @@ class RolloutRole:
         ``VersionedGeneration`` (interruptible) brings a version per token."""
         index = gen.prompt_index
         prompt_ids, prompt_mask = left_pad([prompts[i] for i in index.tolist()], self.tokenizer.pad_token_id, torch.device("cpu"))
+        # the row's fields but its (long) prompt or messages; its own question as text stays, as prompt_text
+        texts = [row_prompt_text(row) for row in rows]
         metadata = [
-            {**{k: v for k, v in rows[i].items() if k not in ("prompt", "messages")}, "stopped": bool(s)}
+            {**{k: v for k, v in rows[i].items() if k not in ("prompt", "messages")}, "stopped": bool(s),
+             **({"prompt_text": texts[i]} if texts[i] is not None else {})}
             for i, s in zip(index.tolist(), gen.stopped.tolist())
         ]
         versions = getattr(gen, "token_versions", None)
