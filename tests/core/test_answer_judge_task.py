@@ -112,3 +112,14 @@ def test_same_seed_same_rows_and_answer_forms_restrict(splits):
 def test_refused_arguments_are_named(kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         answer_judge_task(seed=0, eval_size=100, **kwargs)
+
+
+def test_the_policy_recipe_asks_its_judge_the_rubric_the_judge_was_trained_on():
+    from pathlib import Path
+
+    import yaml
+
+    recipes = Path(__file__).parents[2] / "recipes"
+    judge = yaml.safe_load((recipes / "smollm2_grpo_judge.yaml").read_text())["reward"]["kwargs"]
+    trained = yaml.safe_load((recipes / "smollm2_grm.yaml").read_text())["data"]["task_args"]["rubric"]
+    assert judge["rubric"] == RUBRICS[trained] and judge["prompt_from"] == "row"

@@ -102,3 +102,20 @@ def test_recipe_runs_a_step(tmp_path, tiny_model_dir, recipe):
     loss = step.get("policy/loss", step.get("train/loss"))
     assert loss is not None and math.isfinite(loss), step
     assert feature in step and math.isfinite(step[feature]), (feature, sorted(step))
+
+
+def test_judge_recipe_as_shipped_is_sft_only_and_leaves_the_judge_where_the_policy_recipe_reads_it(tmp_path, tiny_model_dir):
+    """smollm2_grm.yaml has no RL steps (its header: GRPO lowered the judge's held-out accuracy); the SFT'd judge
+    is then checkpoint step 0, the folder recipes/smollm2_grpo_judge.yaml's judge backend loads."""
+    import yaml
+
+    run_dir = tmp_path / "run"
+    overrides = [o for o in small_overrides(run_dir, tiny_model_dir) if not o.startswith(("train.steps", "checkpoint"))]
+    config = load_config(RECIPES / "smollm2_grm.yaml", [*overrides, "sft.steps=2", "data.eval_size=4",
+                                                         "data.chat_template=false", "data.max_prompt_tokens=512"])
+    assert config.train.steps == 0
+    summary = get_loop(config.loop)(config, write=lambda _: None)
+    assert summary["steps"] == 0
+    judge = yaml.safe_load((RECIPES / "smollm2_grpo_judge.yaml").read_text())["reward"]["kwargs"]["backend_kwargs"]["path"]
+    assert judge == "runs/smollm2_grm/checkpoints/step_000000/policy"
+    assert (run_dir / "checkpoints" / "step_000000" / "policy" / "model.safetensors").is_file()
