@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from common import emit  # noqa: E402
 from rl_step_vs_trl import sums_in_words_splits  # noqa: E402
-from rlxf.data.math_judge_rubrics import NEAR_MISSES, PAIRWISE, RUBRICS, VERDICT  # noqa: E402, F401 (answer_judge's)
+from rlxf.data.math_judge_rubrics import NEAR_MISSES, PAIRWISE, RUBRICS  # noqa: E402
 from rlxf.rewards.judge import JudgeReward  # noqa: E402
 from rlxf.rewards.judge_agreement import position_report  # noqa: E402
 from rlxf.rewards.judge_parsing import parse_pairwise_verdict  # noqa: E402
