@@ -3,7 +3,7 @@ studio, labelled in headless Chromium, AI labels beside the human ones, the expo
 reward model and DPO on SmolLM2.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/studio_smollm2_campaign.py [--prompts 400] [--rm-steps 30] \\
-        [--dpo-steps 30] [--judge-server transformers] [--keep DIR]
+        [--dpo-steps 30] [--judge-server transformers] [--judge NAME=FOLDER ...] [--keep DIR]
 
 1. ``rlxf studio`` samples the campaign (``POST /api/campaigns/sample``): SmolLM2 as shipped answers the first
    ``--prompts`` train problems of the real-model recipe (``recipes/smollm2_grpo.yaml``'s sums, through its chat
@@ -13,10 +13,13 @@ reward model and DPO on SmolLM2.
    last number it states, matches the sum): A or B where one answer is right, tie where both are, both bad where neither is.
 3. AI labellers judge the same pairs through the studio (``POST /api/campaigns/ID/ai-labels``), each given the
    prompt as RL gives it (the chat template rendered): the ``math`` verifier (the rule itself: agreement near 1
-   checks the pipeline); SmolLM2 itself as the ``judge`` (the one-turn rubric of ``judge_over_server.py``, greedy;
+   checks the pipeline); each ``--judge`` (default: SmolLM2 itself as shipped; e.g. also the judge
+   ``recipes/smollm2_grm.yaml`` trains) as the ``judge`` reward, the one-turn rubric of ``judge_over_server.py``
+   asked about the row's own question (``prompt_from: row``, as the trained judge learned it), greedy;
    ``--judge-server``: on rlxf's built-in engine in the studio's process, batched, or over a real OpenAI-compatible
-   server started here, ``transformers serve`` or ``vllm`` from ``.venv-vllm``); and, after step 4, the reward
+   server started here, ``transformers serve`` or ``vllm`` from ``.venv-vllm``; and, after step 4, the reward
    model trained on the export.
+   ``--rm-steps 0 --dpo-steps 0`` stop after the AI labels.
 4. The export (the pairs with a winner: ties and both-bad left out) trains ``recipes/smollm2_reward_model.yaml``
    (``--rm-steps``; held-out pair accuracy on the 58 pairs of ``recipes/data/smollm2_sums_pairs.eval.jsonl``, the
    set the shipped reward model is measured on) and DPO on SmolLM2 (``recipes/dpo.yaml`` with the real-model
@@ -87,7 +90,7 @@ def held_out_comparison(before: str, after: str, work: Path) -> dict:
 def judge_kwargs(server: str, folder: str, work: Path) -> tuple[dict, subprocess.Popen | None]:
     """The ``judge`` reward's kwargs for SmolLM2 judging by the one-turn rubric, greedy, and the server process
     started for it (None for ``engine``: rlxf's built-in engine in the studio's process, batched)."""
-    judge = {"rubric": RUBRICS["one_turn"], "min_score": 0, "max_score": 1, "default_score": 0.5}
+    judge = {"rubric": RUBRICS["one_turn"], "prompt_from": "row", "min_score": 0, "max_score": 1, "default_score": 0.5}
     if server == "engine":
         return {**judge, "backend": "engine",
                 "backend_kwargs": {"path": folder, "max_new_tokens": JUDGE_TOKENS, "batch_size": 64}}, None
@@ -97,20 +100,66 @@ def judge_kwargs(server: str, folder: str, work: Path) -> tuple[dict, subprocess
         "url": url, "model": folder, "max_tokens": JUDGE_TOKENS, "temperature": 0.0, "max_parallel": 8}}, process
 
 
-def judge_labels(studio: StudioProcess, campaign: int, folder: str, server: str, work: Path) -> dict:
+def judge_labels(studio: StudioProcess, campaign: int, name: str, folder: str, server: str, work: Path) -> dict:
     kwargs, process = judge_kwargs(server, folder, work)
     try:
         start = time.perf_counter()
         studio.post(f"/api/campaigns/{campaign}/ai-labels",
                     {"overrides": ["reward.function=judge", f"reward.kwargs={json.dumps(kwargs)}"],
-                     "name": "smollm2_judge"}, timeout=None)  # ~25 pairs a minute on one loaded core
+                     "name": name}, timeout=None)  # SmolLM2 as shipped: ~25 pairs a minute on one loaded core
         seconds = round(time.perf_counter() - start, 1)
     finally:
         if process is not None:
             process.terminate()
             process.wait(timeout=60)
-    return {"backend": server, "seconds": seconds,
-            **studio.get(f"/api/campaigns/{campaign}/agreement?judge=smollm2_judge")["overall"]}
+    return {"folder": folder, "backend": server, "seconds": seconds,
+            **studio.get(f"/api/campaigns/{campaign}/agreement?judge={name}")["overall"]}
+
+
+def named_folder(text: str) -> tuple[str, str]:
+    name, _, folder = text.partition("=")
+    if not (name and folder):
+        raise argparse.ArgumentTypeError(f"--judge wants NAME=FOLDER, got {text!r}")
+    return name, folder
+
+
+def reward_model_from_export(studio: StudioProcess, campaign: int, export: str, steps: int, runs_dir: Path,
+                             work: Path) -> tuple[dict, dict]:
+    """``recipes/smollm2_reward_model.yaml`` on the export: its held-out pair accuracy, and its in-sample
+    agreement as an AI labeller of the same campaign."""
+    rm_dir = runs_dir / "smollm2-rm-from-studio"
+    seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/smollm2_reward_model.yaml",
+                   f"data.path={export}", f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={rm_dir}",
+                   f"preference.steps={steps}", f"checkpoint.every={steps}", "eval.every=10",
+                   "logging.progress_bar=false"],
+                  work / "reward_model.log")
+    summary = json.loads((rm_dir / "summary.json").read_text())
+    trained = {"train_seconds": seconds, "heldout_pairs": 58,
+               "initial_eval": summary.get("initial_eval"), "final_eval": summary.get("final_eval")}
+    checkpoint = sorted((rm_dir / "checkpoints").glob("step_*"))[-1] / "reward_model"
+    studio.post(f"/api/campaigns/{campaign}/ai-labels", {"reward_model": str(checkpoint), "name": "reward_model"},
+                timeout=None)
+    agreement = studio.get(f"/api/campaigns/{campaign}/agreement?judge=reward_model")["overall"]
+    shutil.rmtree(rm_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the figures are in the JSON
+    return trained, agreement
+
+
+def dpo_from_export(folder: str, export: str, steps: int, runs_dir: Path, work: Path) -> dict:
+    """DPO on SmolLM2 (``recipes/dpo.yaml``, the real-model settings) on the export, and the policy's greedy
+    accuracy on the recipe's held-out sums before and after."""
+    dpo_dir = runs_dir / "smollm2-dpo-from-studio"
+    seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/dpo.yaml", f"model.path={folder}",
+                   "data.task=preference_file", "data.task_args={}", f"data.path={export}",
+                   f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={dpo_dir}", "sft.steps=0",
+                   f"preference.steps={steps}", f"checkpoint.every={steps}",
+                   "logging.progress_bar=false", *DPO_OVERRIDES],
+                  work / "dpo.log")
+    summary = json.loads((dpo_dir / "summary.json").read_text())
+    policy = sorted((dpo_dir / "checkpoints").glob("step_*"))[-1] / "policy"
+    result = {"train_seconds": seconds, "initial_eval": summary.get("initial_eval"),
+              "final_eval": summary.get("final_eval"), "held_out_100": held_out_comparison(folder, str(policy), work)}
+    shutil.rmtree(dpo_dir / "checkpoints", ignore_errors=True)
+    return result
 
 
 def main() -> None:
@@ -122,6 +171,8 @@ def main() -> None:
                         help="engine: the built-in engine in the studio (batched); transformers / vllm: a real "
                              "OpenAI-compatible server process (transformers serve decodes one request at a time "
                              "here: ~13 tokens/s)")
+    parser.add_argument("--judge", type=named_folder, action="append",
+                        help="NAME=FOLDER: a judge model folder (repeatable; default smollm2_judge=SmolLM2 as shipped)")
     parser.add_argument("--keep", type=Path, help="work folder to keep (default: a temporary one)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -162,38 +213,13 @@ def main() -> None:
         result["export"] = export = studio.post(f"/api/campaigns/{campaign}/export", {})
         studio.post(f"/api/campaigns/{campaign}/ai-labels", {"overrides": ["reward.function=math"], "name": "math"})
         result["agreement"] = {"math_verifier": studio.get(f"/api/campaigns/{campaign}/agreement?judge=math")["overall"]}
-        if args.judge_server != "none":
-            result["agreement"]["smollm2_judge"] = judge_labels(studio, campaign, folder, args.judge_server, work)
-
-        rm_dir = runs_dir / "smollm2-rm-from-studio"
-        seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/smollm2_reward_model.yaml",
-                       f"data.path={export['path']}", f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={rm_dir}",
-                       f"preference.steps={args.rm_steps}", f"checkpoint.every={args.rm_steps}", "eval.every=10",
-                       "logging.progress_bar=false"],
-                      work / "reward_model.log")
-        summary = json.loads((rm_dir / "summary.json").read_text())
-        result["reward_model"] = {"train_seconds": seconds, "heldout_pairs": 58,
-                                  "initial_eval": summary.get("initial_eval"), "final_eval": summary.get("final_eval")}
-        checkpoint = sorted((rm_dir / "checkpoints").glob("step_*"))[-1] / "reward_model"
-        studio.post(f"/api/campaigns/{campaign}/ai-labels", {"reward_model": str(checkpoint), "name": "reward_model"},
-                    timeout=None)
-        result["agreement"]["reward_model_in_sample"] = studio.get(
-            f"/api/campaigns/{campaign}/agreement?judge=reward_model")["overall"]
-        shutil.rmtree(rm_dir / "checkpoints", ignore_errors=True)  # 1.6 GB; the figures are in the JSON
-
-        dpo_dir = runs_dir / "smollm2-dpo-from-studio"
-        seconds = run([sys.executable, "-m", "rlxf.cli", "train", "recipes/dpo.yaml", f"model.path={folder}",
-                       "data.task=preference_file", "data.task_args={}", f"data.path={export['path']}",
-                       f"data.eval_path={HELD_OUT_PAIRS}", f"run_dir={dpo_dir}", "sft.steps=0",
-                       f"preference.steps={args.dpo_steps}", f"checkpoint.every={args.dpo_steps}",
-                       "logging.progress_bar=false", *DPO_OVERRIDES],
-                      work / "dpo.log")
-        summary = json.loads((dpo_dir / "summary.json").read_text())
-        policy = sorted((dpo_dir / "checkpoints").glob("step_*"))[-1] / "policy"
-        result["dpo"] = {"train_seconds": seconds, "initial_eval": summary.get("initial_eval"),
-                         "final_eval": summary.get("final_eval"),
-                         "held_out_100": held_out_comparison(folder, str(policy), work)}
-        shutil.rmtree(dpo_dir / "checkpoints", ignore_errors=True)
+        for name, judge_folder in (args.judge or [("smollm2_judge", folder)]) if args.judge_server != "none" else ():
+            result["agreement"][name] = judge_labels(studio, campaign, name, judge_folder, args.judge_server, work)
+        if args.rm_steps:
+            result["reward_model"], result["agreement"]["reward_model_in_sample"] = reward_model_from_export(
+                studio, campaign, export["path"], args.rm_steps, runs_dir, work)
+        if args.dpo_steps:
+            result["dpo"] = dpo_from_export(folder, export["path"], args.dpo_steps, runs_dir, work)
     finally:
         studio.stop()
         if not args.keep:

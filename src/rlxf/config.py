@@ -256,6 +256,9 @@ class SFTConfig(Section):
 
     steps: int = Field(0, ge=0, description="SFT steps; 0 = no SFT stage")
     batch_size: int = Field(64, ge=1, description="examples per optimizer step")
+    micro_batch_size: int | None = Field(
+        None, ge=1, description="examples per forward/backward pass (gradients accumulate to the same step, the "
+        "token mean over the whole batch); null = the whole batch at once")
     optim: OptimConfig = Field(default_factory=lambda: OptimConfig(lr=1e-3), description="the SFT optimizer")
     targets: Literal["task", "teacher"] = Field(
         "task", description="what the warm-up imitates: task = the task's own target answers; teacher = "

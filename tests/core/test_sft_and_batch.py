@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from rlxf.batch import TrajectoryBatch
@@ -58,3 +59,33 @@ def test_concat_repads_left_prompts_and_right_responses():
 def test_select_picks_rows_and_metadata():
     batch = _batch([1, 2, 3], [1, 2, 3]).select([2, 0])
     assert batch.response_lengths.tolist() == [3, 1] and [m["i"] for m in batch.metadata] == [2, 0]
+
+
+def _sft_gradient(model, batch, micro_batch_size):
+    from rlxf.loops.sft import sft_step_inputs
+
+    model.zero_grad()
+    micro_batches, loss_of = sft_step_inputs(model, batch, micro_batch_size)
+    total = 0.0
+    for micro in micro_batches:
+        loss, _ = loss_of(micro)
+        loss.backward()
+        total += float(loss.detach())
+    return total, torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), micro_batches
+
+
+def test_sft_micro_batches_give_the_whole_batch_token_mean_and_its_gradient(tiny_model, tokenizer):
+    rows = [{"prompt": "12+3=", "sft_target": "15"}, {"prompt": "1+1=", "sft_target": "2"},
+            {"prompt": "999+1=", "sft_target": "1000 is the sum"}, {"prompt": "7+7=", "sft_target": "14."}]
+    batch = sft_batch(rows, tokenizer, chat_template=False, max_prompt_tokens=32)
+    whole_loss, whole_grad, _ = _sft_gradient(tiny_model, batch, None)
+    expected, _ = sft_loss(tiny_model, batch)
+    assert whole_loss == pytest.approx(float(expected), abs=1e-6)
+    for size in (1, 3):
+        loss, grad, micro_batches = _sft_gradient(tiny_model, batch, size)
+        assert [len(m) for m in micro_batches] == ([1, 1, 1, 1] if size == 1 else [3, 1])
+        # shorter targets first, each micro-batch cut to its own longest target (+ EOS)
+        widths = [m.response_ids.shape[1] for m in micro_batches]
+        assert widths == sorted(widths) and widths[0] < batch.response_ids.shape[1]
+        assert loss == pytest.approx(whole_loss, abs=1e-5)
+        torch.testing.assert_close(grad, whole_grad, atol=1e-6, rtol=1e-5)

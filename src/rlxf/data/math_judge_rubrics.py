@@ -2,12 +2,14 @@
 judge on and what ``benchmarks/judge_over_server.py`` asks a served judge, so the two prompts cannot drift.
 
 Each rubric is filled as the ``judge`` reward fills it (``rewards/judge.py``, ``judge_prompt``): ``{prompt}`` the
-question, ``{response}`` the answer, ``{reference}`` ``REFERENCE`` with the true answer. ``solve_first`` is two
-turns (one user message each); the others are one message. The judge explains, then ends with ``Score: 1`` or
-``Score: 0`` (``min_score: 0``, ``max_score: 1``).
+question, ``{response}`` the answer, ``{reference}`` the reference line of ``data/judge_fields.py`` with the true
+answer. ``solve_first`` is two turns (one user message each); the others are one message. The judge explains,
+then ends with ``Score: 1`` or ``Score: 0`` (``min_score: 0``, ``max_score: 1``).
 """
 
 from __future__ import annotations
+
+from rlxf.data.judge_fields import reference_text
 
 VERDICT = "Explain briefly, then end with 'Score: 1' if the answer is correct or 'Score: 0' if it is wrong."
 RUBRICS: dict[str, str | list[str]] = {
@@ -18,8 +20,6 @@ RUBRICS: dict[str, str | list[str]] = {
     "reference": "Here is a math question, its reference answer and an answer to grade.\nQuestion: {prompt}\n"
                  "{reference}Answer: {response}\nIs the answer correct? " + VERDICT,
 }
-# what the `judge` reward puts in {reference} for a row with an `answer` (rewards/judge.py; a test holds them equal)
-REFERENCE = "Reference answer: {answer}\n"
 PAIRWISE = ("Here is a math question and two answers to it.\nQuestion: {prompt}\nAnswer A: {a}\nAnswer B: {b}\n"
             "Which answer is correct? Explain briefly, then end with [[A]], [[B]] or [[tie]].")
 # the near misses of a sum the policy might write: off by one in the units or the tens
@@ -28,4 +28,4 @@ NEAR_MISSES = (1, -1, 10, -10)
 
 def fill_rubric(rubric: str, question: str, answer: str, truth: str) -> str:
     """A one-message rubric filled as the ``judge`` reward fills it for a row whose ``answer`` is ``truth``."""
-    return rubric.format(prompt=question, response=answer, reference=REFERENCE.format(answer=truth))
+    return rubric.format(prompt=question, response=answer, reference=reference_text({"answer": truth}))

@@ -14,18 +14,33 @@ from rlxf.data.prompts import PromptStream
 from rlxf.data.sft_examples import sft_batch
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import sequence_log_probs
+from rlxf.train.micro_batches import split_rows, trim_padding
 
 
-def sft_loss(model: torch.nn.Module, batch: TrajectoryBatch) -> tuple[torch.Tensor, dict[str, float]]:
-    """Token-mean negative log-likelihood of the response tokens."""
+def sft_loss(model: torch.nn.Module, batch: TrajectoryBatch,
+             normaliser: LossNormaliser | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+    """Token-mean negative log-likelihood of the response tokens; with ``normaliser`` (the whole batch's
+    counts) this micro-batch's share of the whole batch's token mean."""
     device = next(model.parameters()).device
     batch = batch.to(device)
     log_probs, _ = sequence_log_probs(
         model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask
     )
-    normaliser = LossNormaliser.from_mask(batch.loss_mask)
+    normaliser = normaliser or LossNormaliser.from_mask(batch.loss_mask)
     loss = aggregate_loss(-log_probs, batch.loss_mask, "token_mean", normaliser)
     return loss, {}
+
+
+def sft_step_inputs(model: torch.nn.Module, batch: TrajectoryBatch, micro_batch_size: int | None):
+    """(micro-batches, loss function) for one optimizer step over ``batch``: rows of similar target length
+    together, each micro-batch trimmed of padding, every share divided by the whole batch's token count, so
+    the step's gradient is the whole batch's token-mean NLL however it is split (up to float rounding)."""
+    if micro_batch_size is None or micro_batch_size >= len(batch):
+        return [batch], lambda micro: sft_loss(model, micro)
+    normaliser = LossNormaliser.from_mask(batch.loss_mask)
+    order = torch.argsort(batch.response_lengths, stable=True)
+    micro_batches = [trim_padding(batch.select(rows)) for rows in split_rows(order, micro_batch_size)]
+    return micro_batches, lambda micro: sft_loss(model, micro, normaliser)
 
 
 def run_sft(
@@ -38,7 +53,7 @@ def run_sft(
     losses = []
     for step in range(cfg.steps):
         batch = sft_batch(stream.take(cfg.batch_size), tokenizer, chat_template, max_prompt_tokens)
-        metrics = engine.optimizer_step([batch], lambda b: sft_loss(model, b))
+        metrics = engine.optimizer_step(*sft_step_inputs(model, batch, cfg.micro_batch_size))
         losses.append(metrics["loss"])
         if on_step:
             on_step(step, metrics)

@@ -15,7 +15,7 @@ from rlxf.data.sft_examples import sft_batch
 from rlxf.loops import LOOPS
 from rlxf.loops.offline import Objective, run_offline, task_evaluator
 from rlxf.loops.setup import RunContext, load_policy
-from rlxf.loops.sft import sft_loss
+from rlxf.loops.sft import sft_step_inputs
 
 
 def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, run_dir: Path, write,
@@ -24,7 +24,7 @@ def sft_objective(config: Config, context: RunContext, checkpoint: Path | None, 
 
     def step_inputs(rows: list[dict]):
         batch = sft_batch(rows, context.tokenizer, config.data.chat_template, config.data.max_prompt_tokens)
-        return [batch], lambda micro: sft_loss(policy, micro)
+        return sft_step_inputs(policy, batch, config.sft.micro_batch_size)
 
     return Objective(
         model=policy, optim=config.sft.optim, rows=context.task.train, steps=config.sft.steps,

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rlxf.data.judge_fields import reference_text
 from rlxf.data.prompt_tokens import row_prompt_text
 from rlxf.rewards.base import RewardOutput
 from rlxf.rewards.judge_backends import build_judge_backend
@@ -95,8 +96,7 @@ class JudgeReward:
 
     def judge_prompt(self, prompt: str, response: str, row: dict, turn: int = 0) -> str:
         prompt = PROMPT_SOURCES[self.prompt_from](prompt, row)
-        reference = f"Reference answer: {row['answer']}\n" if "answer" in row else ""
-        return self.turns[turn].format(prompt=prompt, response=response, reference=reference,
+        return self.turns[turn].format(prompt=prompt, response=response, reference=reference_text(row),
                                        min_score=self.min_score, max_score=self.max_score)
 
     def converse(self, cases: list[tuple[str, str, dict]]) -> list[str | None]:
