@@ -88,8 +88,15 @@ def test_position_report_of_a_judge_that_always_picks_a():
     assert position_report(["A", "A", "A", "A"], PAIRS) == {"position_bias": 0.75, "position_consistency": 0.0}
 
 
-def test_position_report_counts_unparseable_as_inconsistent():
-    assert position_report(["A", "B", None, "tie"], PAIRS)["position_consistency"] == 0.5
+def test_position_report_counts_unparseable_as_inconsistent_and_out_of_the_bias():
+    # the parsed rows: A where A (0), B where B (0), tie where tie (0): no bias; the 20+3 pair is inconsistent
+    assert position_report(["A", "B", None, "tie"], PAIRS) == {"position_bias": 0.0, "position_consistency": 0.5}
+    # A on both rows of 347+8 (labels A, B), nothing parsed on 20+3: ((1 - 1) + (1 - 0)) / 2
+    assert position_report(["A", "A", None, None], PAIRS) == {"position_bias": 0.5, "position_consistency": 0.0}
+
+
+def test_position_report_with_no_parsed_verdict_has_no_bias():
+    assert position_report([None] * 4, PAIRS) == {"position_bias": None, "position_consistency": 0.0}
 
 
 def test_position_report_needs_both_orders():

@@ -62,10 +62,12 @@ class JudgeAgreementReward:
         return RewardOutput(scores, {"correct": correct, "malformed": malformed, "first_bias": first_bias})
 
 
-def position_report(verdicts: Sequence[str | None], rows: Sequence[dict]) -> dict[str, float]:
+def position_report(verdicts: Sequence[str | None], rows: Sequence[dict]) -> dict[str, float | None]:
     """Over pairwise rows holding each ``pair`` in both orders: ``position_bias`` (mean of [says A] -
-    [label A]) and ``position_consistency`` (the fraction of pairs whose two verdicts agree once the
-    order is undone; an unparseable verdict is inconsistent)."""
+    [label A] over the rows with a parsed verdict; None when no verdict parsed: an unparseable reply picks
+    no position, and counting it as "not A" would report a bias towards B of the label's share of A) and
+    ``position_consistency`` (the fraction of pairs whose two verdicts agree once the order is undone; an
+    unparseable verdict is inconsistent)."""
     by_pair: dict[str, dict[int, str | None]] = defaultdict(dict)
     for verdict, row in zip(verdicts, rows):
         by_pair[row["pair"]][row["order"]] = verdict
@@ -73,5 +75,6 @@ def position_report(verdicts: Sequence[str | None], rows: Sequence[dict]) -> dic
     if not complete:
         raise ValueError("position_report: no pair appears in both orders (rows need 'pair' and 'order' 0/1)")
     consistent = [orders[0] is not None and SWAPPED.get(orders[1]) == orders[0] for orders in complete]
-    bias = [float(v == "A") - float(r["label"] == "A") for v, r in zip(verdicts, rows)]
-    return {"position_bias": sum(bias) / len(bias), "position_consistency": sum(consistent) / len(consistent)}
+    bias = [float(v == "A") - float(r["label"] == "A") for v, r in zip(verdicts, rows) if v is not None]
+    return {"position_bias": sum(bias) / len(bias) if bias else None,
+            "position_consistency": sum(consistent) / len(consistent)}
