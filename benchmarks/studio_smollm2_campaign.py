@@ -213,7 +213,8 @@ def main() -> None:
         result["export"] = export = studio.post(f"/api/campaigns/{campaign}/export", {})
         studio.post(f"/api/campaigns/{campaign}/ai-labels", {"overrides": ["reward.function=math"], "name": "math"})
         result["agreement"] = {"math_verifier": studio.get(f"/api/campaigns/{campaign}/agreement?judge=math")["overall"]}
-        for name, judge_folder in (args.judge or [("smollm2_judge", folder)]) if args.judge_server != "none" else ():
+        judges = [] if args.judge_server == "none" else args.judge or [("smollm2_judge", folder)]
+        for name, judge_folder in judges:
             result["agreement"][name] = judge_labels(studio, campaign, name, judge_folder, args.judge_server, work)
         if args.rm_steps:
             result["reward_model"], result["agreement"]["reward_model_in_sample"] = reward_model_from_export(

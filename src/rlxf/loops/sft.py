@@ -14,7 +14,7 @@ from rlxf.data.prompts import PromptStream
 from rlxf.data.sft_examples import sft_batch
 from rlxf.train.engine import TrainEngine
 from rlxf.train.log_probs import sequence_log_probs
-from rlxf.train.micro_batches import split_rows, trim_padding
+from rlxf.train.micro_batches import micro_batches
 
 
 def sft_loss(model: torch.nn.Module, batch: TrajectoryBatch,
@@ -26,7 +26,8 @@ def sft_loss(model: torch.nn.Module, batch: TrajectoryBatch,
     log_probs, _ = sequence_log_probs(
         model, batch.prompt_ids, batch.prompt_mask, batch.response_ids, batch.response_mask
     )
-    normaliser = normaliser or LossNormaliser.from_mask(batch.loss_mask)
+    if normaliser is None:
+        normaliser = LossNormaliser.from_mask(batch.loss_mask)
     loss = aggregate_loss(-log_probs, batch.loss_mask, "token_mean", normaliser)
     return loss, {}
 
@@ -38,9 +39,8 @@ def sft_step_inputs(model: torch.nn.Module, batch: TrajectoryBatch, micro_batch_
     if micro_batch_size is None or micro_batch_size >= len(batch):
         return [batch], lambda micro: sft_loss(model, micro)
     normaliser = LossNormaliser.from_mask(batch.loss_mask)
-    order = torch.argsort(batch.response_lengths, stable=True)
-    micro_batches = [trim_padding(batch.select(rows)) for rows in split_rows(order, micro_batch_size)]
-    return micro_batches, lambda micro: sft_loss(model, micro, normaliser)
+    by_length = batch.select(torch.argsort(batch.response_lengths, stable=True))
+    return micro_batches(by_length, micro_batch_size), lambda micro: sft_loss(model, micro, normaliser)
 
 
 def run_sft(
