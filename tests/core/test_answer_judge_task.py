@@ -6,9 +6,16 @@ import re
 
 import pytest
 
-from rlxf.data.answer_judge_task import ANSWER_FORMS, answer_judge_task, near_miss, verdict_target
+from rlxf.data.answer_judge_task import (
+    ANSWER_FORMS,
+    DEFAULT_FORMS,
+    answer_judge_task,
+    near_miss,
+    pairwise_target,
+    verdict_target,
+)
 from rlxf.data.arithmetic import arithmetic_task
-from rlxf.data.math_judge_rubrics import RUBRICS, fill_rubric
+from rlxf.data.math_judge_rubrics import PAIRWISE, RUBRICS, fill_rubric
 from rlxf.data.tasks import TASKS
 from rlxf.rewards.judge import JudgeReward
 from rlxf.rewards.judge_agreement import JudgeAgreementReward
@@ -122,3 +129,70 @@ def test_the_policy_recipe_asks_its_judge_the_rubric_the_judge_was_trained_on():
     judge = yaml.safe_load((recipes / "smollm2_grpo_judge.yaml").read_text())["reward"]["kwargs"]
     trained = yaml.safe_load((recipes / "smollm2_grm.yaml").read_text())["data"]["task_args"]["rubric"]
     assert judge["rubric"] == RUBRICS[trained] and judge["prompt_from"] == "row"
+
+
+ALL_FORMS = list(ANSWER_FORMS)
+# seed 0's first train answers as they were written before the decoy forms existed (commit ada609b)
+FIRST_DEFAULT_RESPONSES = ["To add 0 and 0, we add the ones and then the tens, so the sum is 0.", "The answer is 2.",
+                           "0 + 3 = 2.", "0 + 4 = 4."]
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    return answer_judge_task(seed=1, eval_size=100, rubric=["one_turn", "reference", "pairwise"], answer_forms=ALL_FORMS)
+
+
+def test_pairwise_target_reads_both_answers_back_then_places_the_right_one():
+    assert pairwise_target(47, 8, (54, 55)) == \
+        "47 + 8 = 55. Answer A says 54, which is wrong. Answer B says 55, which is correct. [[B]]"
+    assert pairwise_target(47, 8, (55, None)) == \
+        "47 + 8 = 55. Answer A says 55, which is correct. Answer B gives no final answer, which is wrong. [[A]]"
+    assert verdict_target(47, 8, None) == "47 + 8 = 55. The answer gives no final answer, which is wrong. Score: 0"
+
+
+def test_a_rubric_list_gives_each_rubric_half_right_rows(mixed):
+    for split in (mixed.train, mixed.eval):
+        for name, right in (("one_turn", 1), ("reference", 1), ("pairwise", "A")):
+            labels = [row["label"] for row in split if row["rubric"] == name]
+            assert len(labels) > len(split) // 5
+            assert sum(label == right for label in labels) == len(labels) // 2
+    assert {row["form"] for row in mixed.train} == {"pointwise", "pairwise"}
+
+
+def test_every_mixed_target_is_a_verdict_the_reward_reads_and_agrees_with(mixed):
+    rows = mixed.train
+    assert JudgeAgreementReward().score([""] * len(rows), [r["sft_target"] for r in rows], rows).scores == [1.0] * len(rows)
+
+
+def test_pairwise_rows_hold_the_true_sum_in_the_labelled_place_and_a_wrong_answer_in_the_other(mixed):
+    for row in (r for r in mixed.train if r["form"] == "pairwise"):
+        place = "AB".index(row["label"])
+        right, wrong = row["responses"][place], row["responses"][1 - place]
+        truth = row["answer"]
+        assert right.rstrip(".").endswith(truth)  # every form states its final answer last
+        assert not wrong.rstrip(".").endswith(" " + truth) and not wrong.rstrip(".").endswith("= " + truth)
+        assert row["prompt"] == PAIRWISE.format(prompt=row["question"], a=row["responses"][0], b=row["responses"][1])
+
+
+def test_unfinished_answers_are_always_wrong_and_rambling_ones_name_the_truth_before_a_wrong_answer(mixed):
+    pointwise = [r for r in mixed.train if r["form"] == "pointwise"]
+    unfinished = [r for r in pointwise if r["answer_form"] == "unfinished"]
+    rambling_wrong = [r for r in pointwise if r["answer_form"] == "rambling" and r["label"] == 0]
+    assert unfinished and rambling_wrong
+    assert all(r["label"] == 0 and r["claim"] == "" and r["response"].endswith("the answer is") for r in unfinished)
+    for row in rambling_wrong:  # the hack of docs/rewards.md: the right number named, a wrong one answered
+        assert f"is actually {row['answer']}," in row["response"] and row["response"].endswith(f"is {row['claim']}.")
+
+
+def test_the_default_rows_are_the_measured_judges():
+    # smollm2_grm.yaml's judge (0.97 held-out) was trained on these exact rows: the decoy forms must not move them
+    rows = answer_judge_task(seed=0, eval_size=100).train
+    assert [r["response"] for r in rows[:4]] == FIRST_DEFAULT_RESPONSES
+    assert {r["answer_form"] for r in rows} == set(DEFAULT_FORMS)
+
+
+def test_a_form_list_with_only_unanswered_forms_is_refused():
+    with pytest.raises(ValueError, match="unfinished states no answer"):
+        answer_judge_task(seed=0, eval_size=100, answer_forms=["unfinished"])
+    with pytest.raises(ValueError, match=re.escape("rubric=['one_turn', 'solve_first']")):
+        answer_judge_task(seed=0, eval_size=100, rubric=["one_turn", "solve_first"])

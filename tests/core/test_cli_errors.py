@@ -75,7 +75,8 @@ def test_a_model_path_that_does_not_exist_says_so(tmp_path, download, capsys):
                      f"run_dir={tmp_path / 'run'}"], capsys)
     assert code == 2
     assert one_line(err) == (f"rlxf: model.path '{missing}' does not exist: give a model folder, a .gguf file, a "
-                             "name in the HF cache (org/name), tiny:NAME, layers:SPEC:SOURCE or smollm2:135m-instruct")
+                             "name in the HF cache (org/name), tiny:NAME, layers:SPEC:SOURCE, random:SOURCE or "
+                             "smollm2:135m-instruct")
 
 
 def test_an_unknown_tiny_model_lists_the_known_ones(tmp_path, capsys):

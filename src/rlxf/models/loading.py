@@ -18,6 +18,7 @@ from rlxf.models.cache_dir import user_cache_dir
 from rlxf.models.gguf_source import converted_folder, is_gguf_source
 from rlxf.models.layer_subset import is_layer_subset, layer_subset_folder
 from rlxf.models.packaged_models import PACKAGED_MODELS, is_packaged_model, packaged_model_file
+from rlxf.models.random_init import is_random_init, random_init_folder
 from rlxf.models.tiny import TINY_VARIANTS, build_tiny_model
 from rlxf.models.tokenizer_files import remember_original_padding
 
@@ -80,7 +81,7 @@ def resolve_model_path(path: str, work_dir: str | Path | None = None) -> str:
             return resolve(path, folder)
     if looks_like_local_path(path) and not Path(path).exists():
         raise ModelNotLocalError(f"model.path {path!r} does not exist: give a model folder, a .gguf file, a name "
-                                 f"in the HF cache (org/name), tiny:NAME, layers:SPEC:SOURCE or {' / '.join(PACKAGED_MODELS)}")
+                                 f"in the HF cache (org/name), tiny:NAME, layers:SPEC:SOURCE, random:SOURCE or {' / '.join(PACKAGED_MODELS)}")
     if Path(path).is_dir() and not (Path(path) / "config.json").exists():
         return model_folder_in(Path(path))
     if Path(path).is_file():  # transformers would read it as a hub name ("Repo id must be ...") or a config
@@ -120,6 +121,7 @@ def _tiny_model(path: str, folder: Path) -> str:
 # (recognises the path, turns it into a model folder), tried in order.
 MODEL_SOURCES = [
     (is_layer_subset, lambda path, folder: layer_subset_folder(path, folder, lambda s: resolve_model_path(s, folder))),
+    (is_random_init, lambda path, folder: random_init_folder(path, folder, lambda s: resolve_model_path(s, folder))),
     (lambda path: path.startswith(TINY_PREFIX), _tiny_model),
     (is_packaged_model, lambda path, folder: converted_folder(packaged_model_file(path), folder)),
     (is_gguf_source, converted_folder),
