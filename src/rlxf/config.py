@@ -47,8 +47,8 @@ class ModelConfig(Section):
     path: str = Field("tiny:default", description="a local folder, a name in the HF cache, tiny:NAME (the "
                       "built-in tiny model, built locally on first use), a .gguf file (dequantized once into the "
                       "cache), smollm2:135m-instruct (make setup-smollm2) or layers:SPEC:SOURCE (SOURCE's decoder "
-                      "layers SPEC, e.g. layers:0-23:smollm2:135m-instruct: a smaller student, built once) or random:SOURCE "
-                      "(SOURCE's architecture and tokenizer, weights drawn anew: a student from scratch)")
+                      "layers SPEC, e.g. layers:0-23:smollm2:135m-instruct: a smaller student, built once) or "
+                      "random:SOURCE (SOURCE's architecture and tokenizer, weights drawn anew: a student from scratch)")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype; auto = the checkpoint's own")
     allow_download: bool = Field(False, description="false: only a local folder or the HF cache is read (offline)")

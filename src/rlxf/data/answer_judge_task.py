@@ -20,9 +20,10 @@ number anywhere (docs/rewards.md, GRPO against the trained judge, seed 2).
 ``sft_target`` works the sum out, reads the answer's number back, then gives the verdict the ``judge`` reward
 and ``judge_agreement`` parse: ``47 + 8 = 55. The answer says 54, which is wrong. Score: 0``; a ``pairwise``
 row reads both back and ends ``[[A]]`` or ``[[B]]``. ``label`` is 1 / 0 (pointwise) or ``"A"`` / ``"B"`` (the
-right answer's place); per split and rubric exactly half the labels are 1 (pairwise: ``"A"``), ``form`` ``pointwise`` or ``pairwise``: the row is
-``judge_agreement``'s to score directly (one turn, no environment). ``rubric: solve_first`` is not offered: its
-two turns need the ``simulated_user`` environment and a first-turn target, which these rows do not carry.
+right answer's place); per split and rubric exactly half the labels are 1 (pairwise: ``"A"``). ``form`` is
+``pointwise`` or ``pairwise``: the row is ``judge_agreement``'s to score directly (one turn, no environment).
+``rubric: solve_first`` is not offered: its two turns need the ``simulated_user`` environment and a first-turn
+target, which these rows do not carry.
 """
 
 from __future__ import annotations
@@ -96,11 +97,10 @@ def draw_form(forms: list[str], right: bool, rng: random.Random) -> str:
     return rng.choice([f for f in forms if not (right and f in NO_ANSWER_FORMS)])
 
 
-def judge_row(a: int, b: int, claim: int | None, form: str, rubric: str, question: str,
-              rng: random.Random | None = None) -> dict:
+def judge_row(a: int, b: int, claim: int | None, form: str, rubric: str, question: str, rng: random.Random) -> dict:
     """One pointwise row: the rubric filled with the question and the answer ``claim`` written in ``form``."""
     asked = arithmetic_row(a, "+", b, question=question)["prompt"]
-    response = written(form, a, b, claim, rng or random.Random(0))
+    response = written(form, a, b, claim, rng)
     return {"prompt": fill_rubric(RUBRICS[rubric], asked, response, str(a + b)), "sft_target": verdict_target(a, b, claim),
             "label": int(claim == a + b), "form": "pointwise", "question": asked, "response": response,
             "answer": str(a + b), "claim": "" if claim is None else str(claim), "answer_form": form,
@@ -161,6 +161,7 @@ def answer_judge_task(
     rng = random.Random(seed + 5)
 
     def rows(split: list[dict]) -> list[dict]:
+        # one rubric draws nothing, so its rows are the ones written before rubric lists existed
         drawn = [rubrics[0] if len(rubrics) == 1 else rng.choice(rubrics) for _ in split]
         # exactly half of each rubric's rows right (pairwise: the right answer first), whichever the seed
         right: set[int] = set()
@@ -173,6 +174,7 @@ def answer_judge_task(
             if drawn[i] == "pairwise":
                 out.append(pairwise_row(a, b, i in right, forms, question, rng))
                 continue
+            # the miss is drawn before the form (the order of the rows written before unfinished answers existed)
             claim = a + b if i in right else near_miss(a, b, rng)
             form = draw_form(forms, i in right, rng)
             claim = None if form in NO_ANSWER_FORMS else claim

@@ -36,9 +36,9 @@ def random_init_folder(path: str, cache_root: Path, resolve) -> str:
     if not source:
         raise ConfigError(f"model.path {path!r}: write random:SOURCE, e.g. random:smollm2:135m-instruct")
     source_folder = Path(resolve(source))
-    identity = [source_folder / name for name in IDENTITY_FILES if (source_folder / name).is_file()]
-    if not identity or identity[0].name != "config.json":
+    if not (source_folder / "config.json").is_file():
         raise ConfigError(f"model.path {path!r}: {source_folder} holds no config.json to take the architecture from")
+    identity = [source_folder / name for name in IDENTITY_FILES if (source_folder / name).is_file()]
     digest = content_sha256(identity, prefix=f"random-init seed {INIT_SEED}".encode())
     target = cache_root / f"random-{source_folder.name}-{digest[:16]}"
 
